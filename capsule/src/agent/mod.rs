@@ -1,0 +1,191 @@
+//! The agent loop: takes each queued task in turn, runs it through the capsule's inference
+//! driver, and records how it ended. This release drives harness processes
+//! (`inference.transport: process`); HTTP inference drivers plug in beside [`run_harness`].
+
+mod guide;
+
+use std::io::Write;
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::json;
+
+pub use guide::write_guide;
+
+use crate::harness::{self, Attempt, Driver, Ending};
+use crate::ids::TaskId;
+use crate::manifest::AfterTask;
+use crate::session::Session;
+use crate::tasks::{Outcome, Started};
+
+const KILLED: &str = "task canceled; the harness was killed and its session may not resume cleanly";
+
+/// Runs tasks until the door closes, or until the first idle moment under `after_task: exit`.
+pub async fn work(session: Arc<Session>, driver: Driver, launch: Option<TaskId>) {
+    let guide = session.records_dir.join("guide.md");
+    while let Some(task) = session.registry.next().await {
+        let id = task.id.clone();
+        let outcome = run_harness(&session, &driver, &guide, task).await;
+        if launch.as_ref() == Some(&id) {
+            report_launch_outcome(&outcome);
+        }
+        session.registry.release(&id);
+        let exit = session.manifest.lifecycle.after_task == AfterTask::Exit;
+        if exit && session.registry.is_idle() {
+            let _ = session.shutdown.send(true);
+            break;
+        }
+    }
+}
+
+/// The launch's own task prints its answer on stdout (its failure on stderr), which `mur run`
+/// relays after its announcement lines.
+fn report_launch_outcome(outcome: &Outcome) {
+    match outcome {
+        Outcome::Completed(answer) => {
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{answer}");
+            let _ = out.flush();
+        }
+        Outcome::Failed(why) => eprintln!("task failed: {why}"),
+        Outcome::CanceledEnded(why) => {
+            eprintln!("{}", why.as_deref().unwrap_or("task canceled"))
+        }
+    }
+}
+
+async fn run_harness(
+    session: &Session,
+    driver: &Driver,
+    guide: &std::path::Path,
+    task: Started,
+) -> Outcome {
+    let Started {
+        id,
+        context_id,
+        input,
+        canceled,
+    } = task;
+    let began = Instant::now();
+    session.trace.event(
+        "task_start",
+        json!({
+            "task_id": id.as_str(),
+            "context_id": context_id,
+            "message_id": input.message_id,
+            "reference_task_ids": input.reference_task_ids,
+            "attachments": [],
+        }),
+    );
+    if input.forget_session {
+        if let Some(dropped) = session.set_harness_session(&context_id, None) {
+            session.trace.event(
+                "harness_session_forgotten",
+                json!({"context_id": context_id, "harness_session": dropped, "requested_by": "a2a"}),
+            );
+        }
+    }
+    let resume = driver
+        .resume
+        .as_ref()
+        .and_then(|_| session.harness_session(&context_id));
+    let token = session.mint_task_token(&id);
+    let attempt = Attempt {
+        task_id: id.as_str(),
+        context_id: &context_id,
+        message_id: &input.message_id,
+        prompt: &input.text,
+        token: &token,
+        resume,
+        guide,
+        max_turns: session.manifest.inference.max_turns,
+    };
+    let ending = harness::run(session, driver, &attempt, canceled).await;
+    session.revoke_task_tokens(&id);
+    let (outcome, turns) = judge(session, &id, &context_id, ending);
+    let (status, cause) = match &outcome {
+        Outcome::Completed(_) => ("completed", None),
+        Outcome::Failed(why) => ("failed", Some(why.clone())),
+        Outcome::CanceledEnded(_) => ("canceled", None),
+    };
+    if let Some(cause) = cause {
+        session.trace.event(
+            "task_failed",
+            json!({"task_id": id.as_str(), "cause": cause}),
+        );
+    }
+    session.registry.finish(&id, outcome.clone());
+    session.trace.event(
+        "task_end",
+        json!({
+            "task_id": id.as_str(),
+            "status": status,
+            "exit_status": status,
+            "turns": turns,
+            "duration_ms": began.elapsed().as_millis() as u64,
+        }),
+    );
+    outcome
+}
+
+/// Turns a harness ending into the task's outcome, keeping the context's harness session.
+fn judge(session: &Session, id: &TaskId, context_id: &str, ending: Ending) -> (Outcome, u32) {
+    let keep = |t: &harness::Transcript| {
+        if let Some(s) = &t.session {
+            session.set_harness_session(context_id, Some(s.clone()));
+        }
+        t.turns
+    };
+    match ending {
+        Ending::SpawnFailed(why) => (Outcome::Failed(why), 0),
+        Ending::Canceled { killed, transcript } => {
+            let turns = keep(&transcript);
+            session.trace.event(
+                "task_canceled",
+                json!({"task_id": id.as_str(), "interrupted": "harness", "in_flight": [], "harness_killed": killed}),
+            );
+            (
+                Outcome::CanceledEnded(killed.then(|| KILLED.to_owned())),
+                turns,
+            )
+        }
+        Ending::TurnsExhausted { transcript } => {
+            let turns = keep(&transcript);
+            let why = format!(
+                "the task used every turn inference.max_turns allows ({})",
+                session.manifest.inference.max_turns
+            );
+            (Outcome::Failed(why), turns)
+        }
+        Ending::Exited {
+            code,
+            signal,
+            transcript,
+            stderr_last_line,
+        } => {
+            let turns = keep(&transcript);
+            let outcome = match (code, transcript.error, transcript.answer) {
+                (Some(0), None, Some(answer)) => Outcome::Completed(answer),
+                (Some(0), Some(err), _) => {
+                    Outcome::Failed(format!("the harness reported an error: {err}"))
+                }
+                (Some(0), None, None) => {
+                    Outcome::Failed("the harness exited with status 0 without an answer".into())
+                }
+                (code, _, _) => {
+                    let how = match (code, signal) {
+                        (Some(c), _) => format!("the harness exited with status {c}"),
+                        (None, Some(s)) => format!("the harness was killed by signal {s}"),
+                        (None, None) => "the harness ended without an exit status".to_owned(),
+                    };
+                    if stderr_last_line.is_empty() {
+                        Outcome::Failed(how)
+                    } else {
+                        Outcome::Failed(format!("{how}: {stderr_last_line}"))
+                    }
+                }
+            };
+            (outcome, turns)
+        }
+    }
+}

@@ -1,0 +1,278 @@
+//! "What the door answers": the ordered checks every request passes before its method runs.
+//! Steps 2–4 read only headers (the body is not read for a request they refuse); steps 5–13
+//! read the body. Each step is one function in the tables below, in the spec's order.
+
+use bytes::Bytes;
+use hyper::header::CONTENT_TYPE;
+use hyper::HeaderMap;
+use serde_json::{Map, Value};
+
+use super::error::{HttpRefusal, Refusal, RpcError};
+use super::method::Method;
+use super::Door;
+use crate::manifest::TaskAcceptance;
+
+pub const ORIGIN_HEADER: &str = "x-murmur-task-origin";
+pub const COMPLETION_SESSION_HEADER: &str = "x-murmur-completion-session";
+pub const DELEGATION_HEADER: &str = "x-murmur-delegation-id";
+
+/// A request as the checks see it, filled in as they pass.
+pub struct Inbound {
+    pub http_method: hyper::Method,
+    pub path: String,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+    pub json: Value,
+    /// The request id to echo: valid from step 7 on.
+    pub id: Value,
+    pub method_name: String,
+    pub method: Option<Method>,
+    /// `params`, `{}` when omitted (valid from step 12 on).
+    pub params: Map<String, Value>,
+}
+
+/// A step's verdict; boxed because refusals are large and rare.
+pub type Checked = Result<(), Box<Refusal>>;
+
+type Step = fn(&Door, &mut Inbound) -> Checked;
+
+/// Steps 2–4: before the path, the body or the method is read.
+pub const BEFORE_BODY: [(u8, Step); 3] = [(2, token), (3, peer_consent), (4, operator_plane)];
+
+/// Steps 5–13: once the body is read.
+pub const AFTER_BODY: [(u8, Step); 9] = [
+    (5, route),
+    (6, json),
+    (7, jsonrpc),
+    (8, version),
+    (9, completion),
+    (10, method),
+    (11, scope),
+    (12, params_object),
+    (13, tenant),
+];
+
+pub fn run(door: &Door, steps: &[(u8, Step)], req: &mut Inbound) -> Checked {
+    steps.iter().try_for_each(|(_, step)| step(door, req))
+}
+
+fn rpc(req: &Inbound, e: RpcError) -> Box<Refusal> {
+    Box::new(Refusal::Rpc(req.id.clone(), e))
+}
+
+/// Step 2. Public doors ignore Authorization (network.authentication is served in a later
+/// release and refused at launch until then).
+fn token(_door: &Door, _req: &mut Inbound) -> Checked {
+    Ok(())
+}
+
+/// Step 3: a peer-origin request to a capsule that does not accept peer tasks.
+fn peer_consent(door: &Door, req: &mut Inbound) -> Checked {
+    let peer = req
+        .headers
+        .get_all(ORIGIN_HEADER)
+        .iter()
+        .any(|v| v.as_bytes().eq_ignore_ascii_case(b"peer"));
+    if peer && !door.session.manifest.exports.peer_tasks_accept {
+        return Err(Box::new(Refusal::Http(HttpRefusal::peer_not_accepted())));
+    }
+    Ok(())
+}
+
+/// Step 4: the operator plane is not declared by any manifest this release serves, so its
+/// paths fall through to the 404 of step 5.
+fn operator_plane(_door: &Door, _req: &mut Inbound) -> Checked {
+    Ok(())
+}
+
+/// Step 5: only a POST / with content-type: application/json and a body.
+fn route(_door: &Door, req: &mut Inbound) -> Checked {
+    let json_type = req
+        .headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));
+    if req.http_method != hyper::Method::POST
+        || req.path != "/"
+        || !json_type
+        || req.body.is_empty()
+    {
+        return Err(Box::new(Refusal::Http(HttpRefusal::not_found())));
+    }
+    Ok(())
+}
+
+/// Step 6: the body is JSON.
+fn json(_door: &Door, req: &mut Inbound) -> Checked {
+    req.json = serde_json::from_slice(&req.body)
+        .map_err(|_| Box::new(Refusal::Rpc(Value::Null, RpcError::ParseError)))?;
+    Ok(())
+}
+
+fn valid_id(id: &Value) -> bool {
+    id.is_string() || id.is_i64() || id.is_u64()
+}
+
+/// Step 7: one JSON-RPC 2.0 request object with a string or integer id.
+fn jsonrpc(_door: &Door, req: &mut Inbound) -> Checked {
+    let Value::Object(obj) = &req.json else {
+        return Err(Box::new(Refusal::Rpc(
+            Value::Null,
+            RpcError::InvalidRequest,
+        )));
+    };
+    let id = obj.get("id").filter(|id| valid_id(id)).cloned();
+    let echo = id.clone().unwrap_or(Value::Null);
+    let method = obj.get("method").and_then(Value::as_str);
+    let version_ok = obj.get("jsonrpc").and_then(Value::as_str) == Some("2.0");
+    match (id, method, version_ok) {
+        (Some(id), Some(method), true) => {
+            req.id = id;
+            req.method_name = method.to_owned();
+            Ok(())
+        }
+        _ => Err(Box::new(Refusal::Rpc(echo, RpcError::InvalidRequest))),
+    }
+}
+
+/// Step 8: `A2A-Version: 1.0` or `1.0.<digits>`, on exactly one header line.
+fn version(_door: &Door, req: &mut Inbound) -> Checked {
+    let lines: Vec<&str> = req
+        .headers
+        .get_all("a2a-version")
+        .iter()
+        .map(|v| v.to_str().unwrap_or(""))
+        .collect();
+    if lines.len() == 1 && version_supported(lines[0]) {
+        return Ok(());
+    }
+    let requested = lines.join(",");
+    Err(rpc(req, RpcError::VersionNotSupported(requested)))
+}
+
+pub fn version_supported(value: &str) -> bool {
+    match value.trim().strip_prefix("1.0") {
+        Some("") => true,
+        Some(rest) => rest
+            .strip_prefix('.')
+            .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit())),
+        None => false,
+    }
+}
+
+/// Step 9: a completion (`x-murmur-task-origin: completion`) is answered here. No task of this
+/// release delegates, so every well-addressed completion is one no task awaits.
+fn completion(door: &Door, req: &mut Inbound) -> Checked {
+    let is_completion = req
+        .headers
+        .get(ORIGIN_HEADER)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"completion"));
+    if !is_completion {
+        return Ok(());
+    }
+    let header = |name: &str| {
+        req.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(|v| v.trim().to_owned())
+    };
+    let addressed = header(COMPLETION_SESSION_HEADER).unwrap_or_default();
+    if addressed != door.session.id.as_str() {
+        return Err(rpc(req, RpcError::CompletionMisaddressed(addressed)));
+    }
+    if req.method_name != Method::SendMessage.name() {
+        return Err(rpc(req, RpcError::MethodNotFound));
+    }
+    let err = match header(DELEGATION_HEADER).filter(|d| !d.is_empty()) {
+        Some(d) => RpcError::CompletionNotAwaited(
+            format!("no task in this session is waiting for delegation {d}"),
+            Some(d),
+        ),
+        None => RpcError::CompletionNotAwaited(
+            "this completion names no delegation in x-murmur-delegation-id".into(),
+            None,
+        ),
+    };
+    Err(rpc(req, err))
+}
+
+/// Step 10: the method, with the spec's three exceptions to -32601.
+fn method(door: &Door, req: &mut Inbound) -> Checked {
+    let parsed = Method::parse(&req.method_name);
+    match parsed {
+        Some(m) if door.methods.contains(&m) => {
+            req.method = Some(m);
+            Ok(())
+        }
+        Some(m) if m.is_push_config() => Err(rpc(req, RpcError::PushNotSupported)),
+        Some(Method::GetExtendedAgentCard) => Err(rpc(
+            req,
+            RpcError::Unsupported(
+                "GetExtendedAgentCard is not supported: this door is public and has no extended card".into(),
+                vec![],
+            ),
+        )),
+        Some(m @ (Method::SendStreamingMessage | Method::SubscribeToTask))
+            if door.session.manifest.lifecycle.task_acceptance == TaskAcceptance::None =>
+        {
+            Err(rpc(
+                req,
+                RpcError::Unsupported(
+                    format!("{} is not supported: this door starts no task (lifecycle.task_acceptance: none)", m.name()),
+                    vec![],
+                ),
+            ))
+        }
+        _ => Err(rpc(req, RpcError::MethodNotFound)),
+    }
+}
+
+/// Step 11: scopes exist only on authenticated doors.
+fn scope(_door: &Door, _req: &mut Inbound) -> Checked {
+    Ok(())
+}
+
+/// Step 12: params, when present, is an object.
+fn params_object(_door: &Door, req: &mut Inbound) -> Checked {
+    match req.json.get_mut("params").map(Value::take) {
+        None => Ok(()),
+        Some(Value::Object(p)) => {
+            req.params = p;
+            Ok(())
+        }
+        Some(_) => Err(rpc(
+            req,
+            RpcError::InvalidParams("Invalid params: params must be an object".into()),
+        )),
+    }
+}
+
+/// Step 13: a tenant other than "".
+fn tenant(_door: &Door, req: &mut Inbound) -> Checked {
+    match req.params.get("tenant") {
+        None => Ok(()),
+        Some(Value::String(s)) if s.is_empty() => Ok(()),
+        Some(v) => Err(rpc(
+            req,
+            RpcError::InvalidParams(format!(
+                "Invalid params: tenant {v} names a tenant; this agent serves no tenants, so omit tenant"
+            )),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::version_supported;
+
+    #[test]
+    fn version_header_values() {
+        for ok in ["1.0", " 1.0 ", "1.0.1", "1.0.12"] {
+            assert!(version_supported(ok), "{ok}");
+        }
+        for bad in ["", "0.3", "1", "1.1", "2.0", "1.0x", "1.0.", "1.0.1a"] {
+            assert!(!version_supported(bad), "{bad}");
+        }
+    }
+}

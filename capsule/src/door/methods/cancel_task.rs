@@ -1,0 +1,42 @@
+//! CancelTask: a live task moves to TASK_STATE_CANCELED at once and its attempt is interrupted;
+//! an ended one is left unchanged and answered -32002.
+
+use serde_json::{json, Map, Value};
+
+use super::required_id;
+use crate::door::error::RpcError;
+use crate::door::method::Method;
+use crate::door::{Answer, Door};
+use crate::tasks::{CancelRefusal, TaskState, Viewer};
+
+pub struct CancelTask {
+    pub id: String,
+}
+
+pub fn parse(params: &Map<String, Value>) -> Result<CancelTask, RpcError> {
+    Ok(CancelTask {
+        id: required_id(params, Method::CancelTask)?,
+    })
+}
+
+pub fn apply(door: &Door, params: &Map<String, Value>) -> Result<Answer, RpcError> {
+    let req = parse(params)?;
+    match door.session.registry.cancel(&req.id, &Viewer::Everyone) {
+        Ok((task, was)) => {
+            if was == TaskState::Submitted {
+                // Never started: no worker will tell its ending, so the door does.
+                door.session.trace.event(
+                    "task_canceled",
+                    json!({"task_id": req.id, "interrupted": "queue", "in_flight": []}),
+                );
+                door.session.trace.event(
+                    "task_end",
+                    json!({"task_id": req.id, "status": "canceled", "exit_status": "canceled"}),
+                );
+            }
+            Ok(Answer::Result(task, None))
+        }
+        Err(CancelRefusal::NotFound) => Err(RpcError::TaskNotFound(req.id)),
+        Err(CancelRefusal::NotCancelable(state)) => Err(RpcError::TaskNotCancelable(req.id, state)),
+    }
+}

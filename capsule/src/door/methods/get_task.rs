@@ -1,0 +1,29 @@
+//! GetTask: the task `params.id` names, running or finished, when the caller sees it.
+
+use serde_json::{Map, Value};
+
+use super::required_id;
+use crate::door::error::RpcError;
+use crate::door::method::Method;
+use crate::door::{Answer, Door};
+use crate::tasks::Viewer;
+
+pub struct GetTask {
+    pub id: String,
+}
+
+/// `historyLength` is accepted and ignored: a task carries no history.
+pub fn parse(params: &Map<String, Value>) -> Result<GetTask, RpcError> {
+    Ok(GetTask {
+        id: required_id(params, Method::GetTask)?,
+    })
+}
+
+pub fn apply(door: &Door, params: &Map<String, Value>) -> Result<Answer, RpcError> {
+    let req = parse(params)?;
+    door.session
+        .registry
+        .get(&req.id, &Viewer::Everyone)
+        .map(|task| Answer::Result(task, None))
+        .ok_or(RpcError::TaskNotFound(req.id))
+}

@@ -1,0 +1,91 @@
+//! SendMessage: reads the message, then starts a new task or delivers a reply to a task waiting
+//! for input, and answers at once or once the task settles (`configuration.returnImmediately`).
+
+use serde_json::{json, Map, Value};
+
+use crate::door::card::DOOR_URI;
+use crate::door::error::RpcError;
+use crate::door::message::{self, Incoming};
+use crate::door::{Answer, Door};
+use crate::tasks::{Admission, ReplyRefusal, TaskInput, Viewer};
+
+pub fn parse(door: &Door, params: &Map<String, Value>) -> Result<Incoming, RpcError> {
+    message::read(params, &door.session.manifest)
+}
+
+pub async fn apply(door: &Door, params: &Map<String, Value>) -> Result<Answer, RpcError> {
+    let msg = parse(door, params)?;
+    let extensions = msg.uses_door_extension.then(|| DOOR_URI.to_owned());
+    let viewer = Viewer::Everyone;
+    let registry = &door.session.registry;
+    let task_id = match &msg.task_id {
+        Some(task) => continue_task(door, &msg, task, &viewer)?,
+        None => match start_task(door, &msg, &viewer) {
+            Ok(id) => id,
+            Err(rejected) => return Ok(Answer::Result(json!({ "task": rejected }), extensions)),
+        },
+    };
+    let task = if msg.return_immediately {
+        registry.get(task_id.as_str(), &viewer)
+    } else {
+        registry.wait_settled(&task_id).await
+    };
+    let task = task.ok_or_else(|| RpcError::Internal("the task left the registry".into()))?;
+    Ok(Answer::Result(json!({ "task": task }), extensions))
+}
+
+/// A new task: accepted (SUBMITTED) or rejected for room or closing, answered at once.
+fn start_task(door: &Door, msg: &Incoming, viewer: &Viewer) -> Result<crate::ids::TaskId, Value> {
+    let registry = &door.session.registry;
+    let mut text = msg.text.clone();
+    if !msg.reference_task_ids.is_empty() {
+        text.push_str("\n\n");
+        text.push_str(&registry.describe_references(&msg.reference_task_ids, viewer));
+    }
+    let input = TaskInput {
+        text,
+        message_id: msg.message_id.clone(),
+        reference_task_ids: msg.reference_task_ids.clone(),
+        forget_session: msg.forget_session,
+    };
+    match registry.admit(msg.context_id.clone(), viewer.as_owner(), input) {
+        Admission::Accepted(id, task) => {
+            door.session.trace.event(
+                "a2a_task_received",
+                json!({
+                    "task_id": id.as_str(),
+                    "context_id": task["contextId"],
+                    "message_id": msg.message_id,
+                    "origin": "client",
+                }),
+            );
+            Ok(id)
+        }
+        Admission::Rejected(_, task) => Err(task),
+    }
+}
+
+/// A message naming a task: the reply to a task waiting in TASK_STATE_INPUT_REQUIRED.
+fn continue_task(
+    door: &Door,
+    msg: &Incoming,
+    task: &str,
+    viewer: &Viewer,
+) -> Result<crate::ids::TaskId, RpcError> {
+    let registry = &door.session.registry;
+    registry
+        .reply(task, viewer, msg.context_id.as_deref(), msg.text.clone())
+        .map_err(|refusal| match refusal {
+            ReplyRefusal::NotFound => RpcError::TaskNotFound(task.to_owned()),
+            ReplyRefusal::NotWaiting(state) => RpcError::Unsupported(
+                format!(
+                    "task {task} is {}; a task takes a message only while it waits in TASK_STATE_INPUT_REQUIRED. Send a new message without taskId, in the same contextId, to start a new task",
+                    state.wire()
+                ),
+                vec![("taskId", task.to_owned()), ("state", state.wire().to_owned())],
+            ),
+            ReplyRefusal::OtherContext => RpcError::InvalidParams(format!(
+                "Invalid params: message.contextId names another context than task {task}'s; a reply goes in the context of the task it continues"
+            )),
+        })
+}

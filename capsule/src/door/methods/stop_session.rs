@@ -1,0 +1,34 @@
+//! murmur.StopSession: cancels every live task and reports what the session leaves running.
+//! Ends no process and keeps the door open; a second call answers an empty `canceled`.
+
+use serde_json::json;
+
+use crate::door::card::DOOR_URI;
+use crate::door::error::RpcError;
+use crate::door::{Answer, Door};
+use crate::tasks::TaskState;
+
+/// `params` is `{}` and is not read.
+pub fn apply(door: &Door) -> Result<Answer, RpcError> {
+    let session = &door.session;
+    let canceled = session.registry.cancel_all();
+    for (id, was) in &canceled {
+        if *was == TaskState::Submitted {
+            session.trace.event(
+                "task_canceled",
+                json!({"task_id": id.as_str(), "interrupted": "queue", "in_flight": []}),
+            );
+            session.trace.event(
+                "task_end",
+                json!({"task_id": id.as_str(), "status": "canceled", "exit_status": "canceled"}),
+            );
+        }
+    }
+    let ids: Vec<&str> = canceled.iter().map(|(id, _)| id.as_str()).collect();
+    // A process capsule starts no detached shell commands, so it leaves nothing running.
+    let residue: Vec<serde_json::Value> = Vec::new();
+    Ok(Answer::Result(
+        json!({"session_id": session.id.as_str(), "canceled": ids, "residue": residue}),
+        Some(DOOR_URI.to_owned()),
+    ))
+}

@@ -1,0 +1,201 @@
+//! The capsule's door: a hyper HTTP/1.1 server answering the agent card, the harness helpers'
+//! control surface, and JSON-RPC on POST / after the ordered checks of [`check`].
+
+mod card;
+mod check;
+mod control;
+mod error;
+mod message;
+mod method;
+mod methods;
+mod parts;
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, CONTENT_TYPE, WWW_AUTHENTICATE};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use serde_json::{json, Map, Value};
+use tokio::net::TcpListener;
+
+pub use card::{CAPSULE_URI, DOOR_URI, STREAM_URI};
+pub use method::Method;
+
+use crate::session::Session;
+use check::Inbound;
+use error::{HttpRefusal, Refusal, RpcError};
+
+pub const CARD_PATH: &str = "/.well-known/agent-card.json";
+
+/// The door of one session.
+pub struct Door {
+    pub session: Arc<Session>,
+    /// What POST / serves, in the door extension's order.
+    pub methods: Vec<Method>,
+    card: Bytes,
+    body_limit: usize,
+}
+
+/// What a method answers.
+pub enum Answer {
+    /// A served result, with the A2A-Extensions header value naming what the request used.
+    Result(Value, Option<String>),
+    Error(RpcError),
+}
+
+type HttpResponse = Response<Full<Bytes>>;
+
+impl Door {
+    pub fn new(session: Arc<Session>) -> Door {
+        let m = &session.manifest;
+        let authenticated = m.network.authentication.is_some();
+        let methods = method::served(m.lifecycle.task_acceptance, authenticated);
+        let inputs = card::CardInputs {
+            manifest: m,
+            url: &session.url,
+            session_id: session.id.as_str(),
+            methods: &methods,
+        };
+        let kind = if authenticated {
+            card::CardKind::AuthenticatedPublic
+        } else {
+            card::CardKind::Public
+        };
+        let card = Bytes::from(card::build(&inputs, kind).to_string());
+        // Room for every image a message may carry, base64-encoded, plus its text.
+        let images = m.context.images_max_bytes as usize * m.context.images_max_per_turn;
+        let body_limit = (images / 3 * 4 + (1 << 20)).clamp(4 << 20, 256 << 20);
+        Door {
+            session,
+            methods,
+            card,
+            body_limit,
+        }
+    }
+
+    /// Serves until `session.shutdown` is set, then answers held requests and stops.
+    pub async fn serve(self: Arc<Self>, listener: TcpListener) {
+        let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+        let mut shutdown = self.session.shutdown.subscribe();
+        loop {
+            tokio::select! {
+                accepted = listener.accept() => {
+                    let Ok((stream, _)) = accepted else { continue };
+                    let _ = stream.set_nodelay(true);
+                    let door = self.clone();
+                    let service = service_fn(move |req| {
+                        let door = door.clone();
+                        async move { Ok::<_, Infallible>(door.handle(req).await) }
+                    });
+                    let conn = http1::Builder::new().serve_connection(TokioIo::new(stream), service);
+                    let conn = graceful.watch(conn);
+                    tokio::spawn(async move {
+                        let _ = conn.await;
+                    });
+                }
+                _ = shutdown.wait_for(|down| *down) => break,
+            }
+        }
+        drop(listener);
+        self.session.registry.close();
+        let _ = tokio::time::timeout(Duration::from_secs(5), graceful.shutdown()).await;
+    }
+
+    async fn handle(&self, req: Request<Incoming>) -> HttpResponse {
+        if req.method() == hyper::Method::GET && req.uri().path() == CARD_PATH {
+            return json_response(StatusCode::OK, self.card.clone(), None);
+        }
+        if req.uri().path().starts_with(control::PREFIX) {
+            return control::handle(self, req).await;
+        }
+        let (head, body) = req.into_parts();
+        let mut inbound = Inbound {
+            http_method: head.method,
+            path: head.uri.path().to_owned(),
+            headers: head.headers,
+            body: Bytes::new(),
+            json: Value::Null,
+            id: Value::Null,
+            method_name: String::new(),
+            method: None,
+            params: Map::new(),
+        };
+        if let Err(refusal) = check::run(self, &check::BEFORE_BODY, &mut inbound) {
+            return refusal_response(*refusal);
+        }
+        inbound.body = match Limited::new(body, self.body_limit).collect().await {
+            Ok(collected) => collected.to_bytes(),
+            Err(_) => return refusal_response(Refusal::Rpc(Value::Null, RpcError::InvalidRequest)),
+        };
+        if let Err(refusal) = check::run(self, &check::AFTER_BODY, &mut inbound) {
+            return refusal_response(*refusal);
+        }
+        let answer = methods::apply(self, &inbound).await;
+        rpc_response(&inbound.id, answer)
+    }
+}
+
+fn json_response(status: StatusCode, body: Bytes, extensions: Option<&str>) -> HttpResponse {
+    let mut resp = Response::new(Full::new(body));
+    *resp.status_mut() = status;
+    resp.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    if let Some(ext) = extensions.and_then(|e| HeaderValue::from_str(e).ok()) {
+        resp.headers_mut().insert("a2a-extensions", ext);
+    }
+    resp
+}
+
+fn envelope(id: &Value, member: &str, value: Value) -> Bytes {
+    let mut obj = Map::new();
+    obj.insert("jsonrpc".into(), Value::from("2.0"));
+    obj.insert("id".into(), id.clone());
+    obj.insert(member.into(), value);
+    Bytes::from(Value::Object(obj).to_string())
+}
+
+fn rpc_response(id: &Value, answer: Answer) -> HttpResponse {
+    match answer {
+        Answer::Result(value, ext) => json_response(
+            StatusCode::OK,
+            envelope(id, "result", value),
+            ext.as_deref(),
+        ),
+        Answer::Error(e) => json_response(StatusCode::OK, envelope(id, "error", e.to_json()), None),
+    }
+}
+
+fn http_refusal(r: HttpRefusal) -> HttpResponse {
+    let status = StatusCode::from_u16(r.status).unwrap_or(StatusCode::FORBIDDEN);
+    let mut resp = json_response(status, Bytes::from(r.body()), None);
+    if let Some(v) = r
+        .www_authenticate
+        .and_then(|v| HeaderValue::from_str(&v).ok())
+    {
+        resp.headers_mut().insert(WWW_AUTHENTICATE, v);
+    }
+    resp
+}
+
+fn refusal_response(refusal: Refusal) -> HttpResponse {
+    match refusal {
+        Refusal::Http(r) => http_refusal(r),
+        Refusal::Rpc(id, e) => rpc_response(&id, Answer::Error(e)),
+    }
+}
+
+/// A JSON error body for the control surface.
+fn plain_error(status: StatusCode, error: &str, message: &str) -> HttpResponse {
+    json_response(
+        status,
+        Bytes::from(json!({"error": error, "message": message}).to_string()),
+        None,
+    )
+}

@@ -1,0 +1,121 @@
+//! Reading a harness's stdout: `text` (stdout is the answer), Claude Code's `stream-json`, and
+//! Codex's `exec --json` events. Each line-oriented dialect yields the harness session, turns
+//! and the final answer.
+
+use serde_json::Value;
+
+/// What stdout said, as far as it got.
+#[derive(Default, Debug)]
+pub struct Transcript {
+    pub answer: Option<String>,
+    /// The harness session to resume on the context's next task.
+    pub session: Option<String>,
+    pub turns: u32,
+    /// The harness reported an error result (stream-json `is_error`, Codex `turn.failed`).
+    pub error: Option<String>,
+    /// Raw stdout, kept for the text dialect.
+    pub raw: String,
+}
+
+/// Feeds one stream-json line (Claude Code's `--output-format stream-json`).
+pub fn stream_json_line(t: &mut Transcript, line: &str) {
+    let Ok(v) = serde_json::from_str::<Value>(line) else {
+        return;
+    };
+    let str_of = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_owned);
+    match v.get("type").and_then(Value::as_str) {
+        Some("system") if str_of("subtype").as_deref() == Some("init") => {
+            if let Some(s) = str_of("session_id") {
+                t.session = Some(s);
+            }
+        }
+        Some("assistant") => t.turns += 1,
+        Some("result") => {
+            if let Some(s) = str_of("session_id") {
+                t.session = Some(s);
+            }
+            let is_error = v.get("is_error").and_then(Value::as_bool).unwrap_or(false);
+            let text = str_of("result");
+            if is_error {
+                t.error =
+                    Some(text.unwrap_or_else(|| {
+                        str_of("subtype").unwrap_or_else(|| "error".to_owned())
+                    }));
+            } else {
+                t.answer = text;
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Feeds one `codex exec --json` event line.
+pub fn codex_line(t: &mut Transcript, line: &str) {
+    let Ok(v) = serde_json::from_str::<Value>(line) else {
+        return;
+    };
+    match v.get("type").and_then(Value::as_str) {
+        Some("thread.started") => {
+            if let Some(s) = v.get("thread_id").and_then(Value::as_str) {
+                t.session = Some(s.to_owned());
+            }
+        }
+        Some("turn.completed") => t.turns += 1,
+        Some("item.completed") => {
+            let item = v.get("item");
+            let kind = item.and_then(|i| i.get("type")).and_then(Value::as_str);
+            if kind == Some("agent_message") {
+                if let Some(text) = item.and_then(|i| i.get("text")).and_then(Value::as_str) {
+                    t.answer = Some(text.to_owned());
+                }
+            }
+        }
+        Some("turn.failed") | Some("error") => {
+            let msg = v
+                .pointer("/error/message")
+                .or_else(|| v.get("message"))
+                .and_then(Value::as_str)
+                .unwrap_or("the harness reported an error");
+            t.error = Some(msg.to_owned());
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stream_json_keeps_session_turns_and_result() {
+        let mut t = Transcript::default();
+        for line in [
+            r#"{"type":"system","subtype":"init","session_id":"s-1"}"#,
+            r#"{"type":"assistant","message":{"content":[{"type":"text","text":"hi"}]}}"#,
+            r#"{"type":"assistant","message":{}}"#,
+            r#"{"type":"result","subtype":"success","is_error":false,"result":"four","session_id":"s-1"}"#,
+        ] {
+            stream_json_line(&mut t, line);
+        }
+        assert_eq!(
+            (t.session.as_deref(), t.turns, t.answer.as_deref()),
+            (Some("s-1"), 2, Some("four"))
+        );
+    }
+
+    #[test]
+    fn codex_events() {
+        let mut t = Transcript::default();
+        for line in [
+            r#"{"type":"thread.started","thread_id":"th-9"}"#,
+            r#"{"type":"item.completed","item":{"id":"i","type":"agent_message","text":"done"}}"#,
+            r#"{"type":"turn.completed","usage":{}}"#,
+        ] {
+            codex_line(&mut t, line);
+        }
+        assert_eq!(
+            (t.session.as_deref(), t.turns, t.answer.as_deref()),
+            (Some("th-9"), 1, Some("done"))
+        );
+    }
+}

@@ -1,0 +1,97 @@
+//! The built-in `murmur/` artifacts: the three http drivers and the two process-driver presets,
+//! with the preset command lines. The one place these names and presets live; any other
+//! `murmur/` name in a manifest is an error.
+
+use crate::manifest::model::{Interrupt, OutputDialect, ProcessDriver, PromptMode};
+
+/// A built-in artifact.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Builtin {
+    /// `murmur/driver-anthropic`: http, Anthropic Messages API.
+    Anthropic,
+    /// `murmur/driver-openai`: http, any OpenAI-compatible endpoint (e.g. a local server).
+    OpenAi,
+    /// `murmur/driver-deepseek`: http, DeepSeek (OpenAI-compatible).
+    DeepSeek,
+    /// `murmur/driver-claude-code`: process preset for the Claude Code CLI.
+    ClaudeCode,
+    /// `murmur/driver-codex`: process preset for the Codex CLI.
+    Codex,
+}
+
+impl Builtin {
+    /// Every built-in, http drivers first.
+    pub const ALL: [Builtin; 5] = [
+        Builtin::Anthropic,
+        Builtin::OpenAi,
+        Builtin::DeepSeek,
+        Builtin::ClaudeCode,
+        Builtin::Codex,
+    ];
+
+    /// The artifact name a manifest declares.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Builtin::Anthropic => "murmur/driver-anthropic",
+            Builtin::OpenAi => "murmur/driver-openai",
+            Builtin::DeepSeek => "murmur/driver-deepseek",
+            Builtin::ClaudeCode => "murmur/driver-claude-code",
+            Builtin::Codex => "murmur/driver-codex",
+        }
+    }
+
+    /// The built-in named exactly `name`.
+    pub fn parse(name: &str) -> Option<Builtin> {
+        Builtin::ALL.into_iter().find(|b| b.name() == name)
+    }
+
+    /// True for the http drivers (they take a `gateway`).
+    pub fn is_http(&self) -> bool {
+        matches!(
+            self,
+            Builtin::Anthropic | Builtin::OpenAi | Builtin::DeepSeek
+        )
+    }
+
+    /// The process definition a preset carries; `None` for the http drivers.
+    ///
+    /// Claude Code: `claude -p --output-format stream-json --verbose`, prompt on stdin,
+    /// `--resume {session}`, SIGINT. Codex: `codex exec --json`, prompt on stdin,
+    /// `resume {session}` (giving `codex exec --json resume <id>`), SIGINT. Claude Code takes
+    /// the guide (`MURMUR_GUIDE`) as `--append-system-prompt`, so stdin stays the message text;
+    /// the harness expands `{guide_text}`. In-band interrupt would need stream-json *input*,
+    /// which would change what stdin carries, so the preset interrupts with SIGINT.
+    pub fn preset(&self) -> Option<ProcessDriver> {
+        let strings = |items: &[&str]| items.iter().map(|s| (*s).to_string()).collect();
+        match self {
+            Builtin::ClaudeCode => Some(ProcessDriver {
+                command: strings(&[
+                    "claude",
+                    "-p",
+                    "--output-format",
+                    "stream-json",
+                    "--verbose",
+                    "--append-system-prompt",
+                    "{guide_text}",
+                ]),
+                prompt: PromptMode::Stdin,
+                output: OutputDialect::StreamJson,
+                resume: Some(strings(&["--resume", "{session}"])),
+                interrupt: Interrupt::Sigint,
+            }),
+            Builtin::Codex => Some(ProcessDriver {
+                command: strings(&["codex", "exec", "--json", "--skip-git-repo-check"]),
+                prompt: PromptMode::Stdin,
+                output: OutputDialect::CodexJson,
+                resume: Some(strings(&["resume", "{session}"])),
+                interrupt: Interrupt::Sigint,
+            }),
+            _ => None,
+        }
+    }
+
+    /// The built-in names, comma-separated, for hints.
+    pub fn names() -> String {
+        Builtin::ALL.map(|b| b.name()).join(", ")
+    }
+}

@@ -1,0 +1,312 @@
+//! Formation manifests (DESIGN §7): a file with a top-level `formation:` key naming members, each
+//! a capsule manifest. The whole formation is validated before anything starts: member manifests
+//! load (their own errors propagate unchanged), `entry` and `calls` name members, no two members
+//! are pinned to one port, and every called member accepts peer tasks.
+
+use crate::manifest::error::{ErrorCode, ManifestError};
+use crate::manifest::keypath::KeyPath;
+use crate::manifest::model::Manifest;
+use crate::manifest::paths::normalize;
+use crate::manifest::reader::Reader;
+use crate::manifest::suggest::nearest;
+use crate::manifest::validate::name;
+use serde_yaml::Value;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// A validated formation manifest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Formation {
+    /// Absolute path of the file (lexically normalized).
+    pub path: PathBuf,
+    /// Its folder: member manifests resolve here.
+    pub dir: PathBuf,
+    /// `formation.name`.
+    pub name: String,
+    /// `formation.version`.
+    pub version: String,
+    /// `formation.entry`: the member that takes `mur run --task`; always one of `members`.
+    pub entry: String,
+    /// `formation.members`, in declared order.
+    pub members: Vec<Member>,
+}
+
+impl Formation {
+    /// The member called `name`.
+    pub fn member(&self, name: &str) -> Option<&Member> {
+        self.members.iter().find(|m| m.name == name)
+    }
+
+    /// The entry member.
+    pub fn entry_member(&self) -> Option<&Member> {
+        self.member(&self.entry)
+    }
+}
+
+/// One of `formation.members`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Member {
+    /// The member's name (the key under `members`); its callers hold credential `member:<name>`.
+    pub name: String,
+    /// `manifest`, absolute (resolved against the formation's folder, normalized).
+    pub manifest: PathBuf,
+    /// `calls`: the members it may call, declared order, duplicates dropped.
+    pub calls: Vec<String>,
+    /// `port`: the formation's pin for this member, as declared.
+    pub port: Option<u16>,
+    /// The member's capsule manifest, loaded and validated.
+    pub capsule: Manifest,
+}
+
+impl Member {
+    /// The port this member is pinned to: the formation's `port:`, else its manifest's
+    /// `network.internal_port`; `None` means the OS assigns one.
+    pub fn pinned_port(&self) -> Option<u16> {
+        self.port.or(self.capsule.network.internal_port)
+    }
+}
+
+/// A member as written, before its manifest is loaded.
+struct Draft {
+    name: String,
+    written: PathBuf,
+    manifest: PathBuf,
+    calls: Vec<String>,
+    port: Option<u16>,
+}
+
+/// The formation `root`, read from `r.file` (absolute path `path`); member manifests are loaded
+/// with `load_member`, given the member path joined to the folder of `r.file`.
+pub fn read(
+    r: &Reader,
+    root: &Value,
+    path: PathBuf,
+    load_member: &dyn Fn(&Path) -> Result<Manifest, ManifestError>,
+) -> Result<Formation, ManifestError> {
+    let dir = path
+        .parent()
+        .map_or_else(|| PathBuf::from("/"), Path::to_path_buf);
+    let top = r.mapping(Some(root), &KeyPath::default(), &["formation"])?;
+    let fpath = top.path("formation");
+    let keys = ["name", "version", "entry", "members"];
+    let f = r.mapping(top.get("formation"), &fpath, &keys)?;
+    let name = name(r, f.get("name"), &f.path("name"), "name: review")?;
+    let version = match f.get("version") {
+        Some(v) => r.text(v, &f.path("version"), "write version: \"0.1.0\"")?,
+        None => return Err(r.missing(&f.path("version"), "add version: \"0.1.0\"")),
+    };
+    let members_path = f.path("members");
+    let example = "members: { lead: { manifest: lead/murmur.yaml } }";
+    let Some(members_value) = f.get("members") else {
+        return Err(r.missing(&members_path, format!("add {example}")));
+    };
+    let given_dir = r.file.parent().unwrap_or(Path::new(""));
+    let mut drafts = Vec::new();
+    for (member, v) in r.entries(Some(members_value), &members_path)? {
+        drafts.push(draft(r, &member, v, &members_path, given_dir, &dir)?);
+    }
+    if drafts.is_empty() {
+        return Err(r.error(
+            ErrorCode::Formation,
+            &members_path,
+            format!("{members_path} is empty"),
+            format!("declare at least one member, e.g. {example}"),
+        ));
+    }
+    let names: Vec<&str> = drafts.iter().map(|d| d.name.as_str()).collect();
+    let listing = format!("the members are {}", names.join(", "));
+    let entry_path = f.path("entry");
+    let entry = match f.get("entry") {
+        Some(v) => r.text(v, &entry_path, "write entry: <member name>")?,
+        None => {
+            return Err(r.error(
+                ErrorCode::Formation,
+                &entry_path,
+                format!("{entry_path} is missing"),
+                format!("set entry to the member that takes mur run --task; {listing}"),
+            ))
+        }
+    };
+    if !names.contains(&entry.as_str()) {
+        return Err(r.error(
+            ErrorCode::Formation,
+            &entry_path,
+            format!("{entry_path} names {entry}, which is not a member"),
+            did_you_mean(&entry, &names, &listing),
+        ));
+    }
+    for d in &drafts {
+        let calls_path = members_path.key(&d.name).key("calls");
+        for (i, callee) in d.calls.iter().enumerate() {
+            let at = calls_path.index(i);
+            if callee == &d.name {
+                return Err(r.error(
+                    ErrorCode::Formation,
+                    &at,
+                    format!("{at}: member {} calls itself", d.name),
+                    format!("remove {} from its own calls", d.name),
+                ));
+            }
+            if !names.contains(&callee.as_str()) {
+                let hint = format!(
+                    "{}; declare {callee} under {members_path}, or remove it from calls",
+                    did_you_mean(callee, &names, &listing)
+                );
+                return Err(r.error(
+                    ErrorCode::Formation,
+                    &at,
+                    format!("{at} names {callee}, which is not a member of this formation"),
+                    hint,
+                ));
+            }
+        }
+    }
+    let mut members: Vec<Member> = Vec::with_capacity(drafts.len());
+    let mut written = Vec::with_capacity(drafts.len());
+    for d in drafts {
+        let capsule = load_member(&d.written)?;
+        written.push(d.written);
+        let mut calls: Vec<String> = Vec::new();
+        for callee in d.calls {
+            if !calls.contains(&callee) {
+                calls.push(callee);
+            }
+        }
+        members.push(Member {
+            name: d.name,
+            manifest: d.manifest,
+            calls,
+            port: d.port,
+            capsule,
+        });
+    }
+    check_ports(r, &members, &members_path)?;
+    check_peer_consent(r, &members, &written, &members_path)?;
+    Ok(Formation {
+        path,
+        dir,
+        name,
+        version,
+        entry,
+        members,
+    })
+}
+
+fn draft(
+    r: &Reader,
+    member: &str,
+    value: &Value,
+    members_path: &KeyPath,
+    given_dir: &Path,
+    dir: &Path,
+) -> Result<Draft, ManifestError> {
+    let path = members_path.key(member);
+    name(r, Some(&Value::String(member.to_string())), &path, "coder")?;
+    let f = r.mapping(Some(value), &path, &["manifest", "calls", "port"])?;
+    let manifest_path = f.path("manifest");
+    let written = match f.get("manifest") {
+        Some(v) => r.text(v, &manifest_path, "write manifest: worker/murmur.yaml")?,
+        None => {
+            let hint = "add manifest: <path to its murmur.yaml, relative to this file>";
+            return Err(r.missing(&manifest_path, hint));
+        }
+    };
+    let calls = match f.get("calls") {
+        Some(v) => r.string_list(v, &f.path("calls"), "[coder, reviewer]")?,
+        None => Vec::new(),
+    };
+    let port = match f.get("port") {
+        Some(v) => Some(r.port(v, &f.path("port"), "write port: 52222, or remove it")?),
+        None => None,
+    };
+    Ok(Draft {
+        name: member.to_string(),
+        written: normalize(&given_dir.join(&written)),
+        manifest: normalize(&dir.join(&written)),
+        calls,
+        port,
+    })
+}
+
+fn did_you_mean(written: &str, names: &[&str], listing: &str) -> String {
+    match nearest(written, names) {
+        Some(near) => format!("did you mean {near}? {listing}"),
+        None => listing.to_string(),
+    }
+}
+
+/// Two members pinned to one port (by `port:` or their manifest's `network.internal_port`).
+fn check_ports(
+    r: &Reader,
+    members: &[Member],
+    members_path: &KeyPath,
+) -> Result<(), ManifestError> {
+    let mut taken: HashMap<u16, &str> = HashMap::new();
+    for m in members {
+        let Some(port) = m.pinned_port() else {
+            continue;
+        };
+        if let Some(first) = taken.insert(port, &m.name) {
+            let (at, source) = match m.port {
+                Some(_) => (members_path.key(&m.name).key("port"), String::new()),
+                None => (
+                    members_path.key(&m.name),
+                    format!(" (its manifest sets network.internal_port: {port})"),
+                ),
+            };
+            return Err(r.error(
+                ErrorCode::Formation,
+                &at,
+                format!(
+                    "members {first} and {} are both pinned to port {port}{source}",
+                    m.name
+                ),
+                format!(
+                    "give {} its own port: (e.g. port: {}), or remove the pin to let the OS \
+                     assign one",
+                    m.name,
+                    port.saturating_add(1)
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Every called member must declare `exports.peer_tasks.accept: true`. `written` holds each
+/// member's manifest path as the user named it, for the message.
+fn check_peer_consent(
+    r: &Reader,
+    members: &[Member],
+    written: &[PathBuf],
+    members_path: &KeyPath,
+) -> Result<(), ManifestError> {
+    for caller in members {
+        for callee_name in &caller.calls {
+            let Some(index) = members.iter().position(|m| &m.name == callee_name) else {
+                continue;
+            };
+            let callee = &members[index];
+            if callee.capsule.exports.peer_tasks_accept {
+                continue;
+            }
+            let at = members_path.key(&callee.name);
+            let file = written[index].display();
+            return Err(r.error(
+                ErrorCode::Formation,
+                &at,
+                format!(
+                    "member {} is called by {}, but its manifest {file} does not set \
+                     exports.peer_tasks.accept: true",
+                    callee.name, caller.name
+                ),
+                format!(
+                    "add `exports: {{ peer_tasks: {{ accept: true }} }}` to {file}, or remove {} \
+                     from the calls of {}",
+                    callee.name, caller.name
+                ),
+            ));
+        }
+    }
+    Ok(())
+}

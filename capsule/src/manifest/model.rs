@@ -1,0 +1,264 @@
+//! The validated capsule manifest: plain data the rest of murmur reads. Nothing here parses or
+//! checks anything — `validate` builds these values only from a manifest that passed every check,
+//! so holders of a `Manifest` never re-validate. Defaults are documented on each field.
+
+use crate::auth::scope::Scope;
+use crate::manifest::builtin::Builtin;
+use std::path::PathBuf;
+
+/// A validated `murmur.yaml`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Manifest {
+    /// Absolute path of the file (lexically normalized, symlinks not resolved).
+    pub path: PathBuf,
+    /// Its folder: relative process commands and `capabilities.delegate.allow` resolve here.
+    pub dir: PathBuf,
+    /// `name`: letters, digits, `.`, `_`, `-`.
+    pub name: String,
+    /// `version`.
+    pub version: String,
+    /// `artifacts`, in declared order; names are unique.
+    pub artifacts: Vec<Artifact>,
+    /// `network`.
+    pub network: Network,
+    /// `inference`.
+    pub inference: Inference,
+    /// `lifecycle`.
+    pub lifecycle: Lifecycle,
+    /// `exports`.
+    pub exports: Exports,
+    /// `capabilities`.
+    pub capabilities: Capabilities,
+    /// `context`.
+    pub context: ContextLimits,
+}
+
+impl Manifest {
+    /// The artifact `inference.driver.artifact` names (or the only artifact, when that key is
+    /// absent). `None` only for a capsule with `task_acceptance: none` and no driver.
+    pub fn driver_artifact(&self) -> Option<&Artifact> {
+        let name = self.inference.driver_artifact.as_deref()?;
+        self.artifacts.iter().find(|a| a.name == name)
+    }
+}
+
+/// One entry of `artifacts`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Artifact {
+    /// `name`, e.g. `murmur/driver-anthropic` or `local/driver-scripted`.
+    pub name: String,
+    /// `version`, when declared.
+    pub version: Option<String>,
+    /// `runtime`: only `driver` is accepted for now.
+    pub runtime: String,
+    /// The built-in this artifact is, for `murmur/` names.
+    pub builtin: Option<Builtin>,
+    /// `gateway`: present exactly on http drivers (required on the built-in http drivers).
+    pub gateway: Option<Gateway>,
+    /// `process`: the declared block, or the preset's definition for `murmur/driver-claude-code`
+    /// and `murmur/driver-codex` (see `Builtin::preset`).
+    pub process: Option<ProcessDriver>,
+}
+
+impl Artifact {
+    /// True for a process driver: a preset or an artifact with a `process` block.
+    pub fn is_process_driver(&self) -> bool {
+        self.process.is_some()
+    }
+
+    /// True for a built-in http driver (anthropic, openai-compatible, deepseek).
+    pub fn is_http_driver(&self) -> bool {
+        self.builtin.is_some_and(|b| b.is_http()) && self.gateway.is_some()
+    }
+}
+
+/// `artifacts[].gateway`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Gateway {
+    /// `endpoint`: an `http://` or `https://` URL.
+    pub endpoint: String,
+    /// `api_key`, usually `${…}`; `None` for endpoints that need none (e.g. a local server).
+    pub api_key: Option<String>,
+}
+
+/// `artifacts[].process`: how to drive a harness CLI.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcessDriver {
+    /// `command`, non-empty. A first element that contains `/` and is relative has been resolved
+    /// against the manifest's folder; a bare name is looked up on PATH at spawn.
+    pub command: Vec<String>,
+    /// `prompt`: default `stdin`.
+    pub prompt: PromptMode,
+    /// `output`: default `text`.
+    pub output: OutputDialect,
+    /// `resume`: arguments added when the context has a harness session; at least one element
+    /// contains `{session}`.
+    pub resume: Option<Vec<String>>,
+    /// `interrupt`: default `sigint`.
+    pub interrupt: Interrupt,
+}
+
+/// Where the task's text goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PromptMode {
+    /// `stdin` (default).
+    Stdin,
+    /// `arg`: appended as the last argument.
+    Arg,
+}
+
+/// How the harness's stdout is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputDialect {
+    /// `text` (default): stdout is the answer.
+    Text,
+    /// `stream-json`: Claude Code's stream-json.
+    StreamJson,
+    /// `codex-json`: `codex exec --json` events (used by the `murmur/driver-codex` preset).
+    CodexJson,
+}
+
+/// How a running harness is asked to stop.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Interrupt {
+    /// `sigint` (default): SIGINT to the harness's process group.
+    Sigint,
+    /// `none`: no graceful interrupt; the harness is killed at once.
+    None,
+    /// `{ stdin: "<bytes>" }`: these bytes are written to the harness's stdin.
+    Stdin(Vec<u8>),
+}
+
+/// `network`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Network {
+    /// `internal_port`: a pinned port (1-65535); `None` lets the OS assign one.
+    pub internal_port: Option<u16>,
+    /// `authentication`: `None` means a public door.
+    pub authentication: Option<Authentication>,
+}
+
+/// `network.authentication` (scheme `bearer`, the only one).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Authentication {
+    /// `credentials`, in declared order: name and its scopes (declared order, duplicates
+    /// dropped). `operator` and names starting `member:` are reserved and never appear here.
+    pub credentials: Vec<(String, Vec<Scope>)>,
+}
+
+/// `inference`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Inference {
+    /// `transport`: when absent, the driver's kind (process driver → process, else http).
+    pub transport: Transport,
+    /// `model`: required under http, optional under process.
+    pub model: Option<String>,
+    /// `driver.artifact`: when absent and exactly one artifact is declared, that artifact.
+    pub driver_artifact: Option<String>,
+    /// `max_turns`: default 10, at least 1.
+    pub max_turns: u32,
+    /// `max_tokens`: default 8192, at least 1.
+    pub max_tokens: u32,
+}
+
+/// `inference.transport`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// `http`: a built-in http driver calls a model provider.
+    Http,
+    /// `process`: a harness CLI is driven as a child process.
+    Process,
+}
+
+impl Transport {
+    /// The manifest spelling.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Transport::Http => "http",
+            Transport::Process => "process",
+        }
+    }
+}
+
+/// `lifecycle`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lifecycle {
+    /// `task_acceptance`: default `single`.
+    pub task_acceptance: TaskAcceptance,
+    /// `after_task`: default `exit` under single, `sleep` under queue and none.
+    pub after_task: AfterTask,
+    /// `queue_depth`: tasks waiting behind the running one. Only under queue (default 2);
+    /// 0 under single and none, where declaring it is an error.
+    pub queue_depth: usize,
+}
+
+/// `lifecycle.task_acceptance`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskAcceptance {
+    /// `none`: the door starts no tasks.
+    None,
+    /// `single` (default): one task at a time, no queue.
+    Single,
+    /// `queue`: one running plus `queue_depth` waiting.
+    Queue,
+}
+
+impl TaskAcceptance {
+    /// The manifest spelling.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            TaskAcceptance::None => "none",
+            TaskAcceptance::Single => "single",
+            TaskAcceptance::Queue => "queue",
+        }
+    }
+}
+
+/// `lifecycle.after_task`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AfterTask {
+    /// `sleep`: stay up and keep answering.
+    Sleep,
+    /// `exit`: end the capsule once the task (and the queue) has settled.
+    Exit,
+}
+
+/// `exports`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Exports {
+    /// `peer_tasks.accept`: false when absent.
+    pub peer_tasks_accept: bool,
+    /// `files` is declared (its content is not read yet).
+    pub files: bool,
+    /// `peer_files` is declared (its content is not read yet).
+    pub peer_files: bool,
+}
+
+/// `capabilities`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Capabilities {
+    /// `network.allow`: destinations (`host:port`, URLs) as written.
+    pub network_allow: Vec<String>,
+    /// `shell.allow`: commands as written.
+    pub shell_allow: Vec<String>,
+    /// `delegate.allow`: manifests, absolute (resolved against the manifest's folder).
+    pub delegate_allow: Vec<PathBuf>,
+}
+
+/// `context`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ContextLimits {
+    /// `images.max_bytes`: default 5242880.
+    pub images_max_bytes: u64,
+    /// `images.max_per_turn`: default 4.
+    pub images_max_per_turn: usize,
+}
+
+impl Default for ContextLimits {
+    fn default() -> ContextLimits {
+        ContextLimits {
+            images_max_bytes: 5_242_880,
+            images_max_per_turn: 4,
+        }
+    }
+}

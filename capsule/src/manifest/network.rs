@@ -1,0 +1,118 @@
+//! Reading `network`: the pinned port and `authentication` — the bearer scheme, credentials in
+//! declared order, reserved names refused, scopes spelled as `auth::scope` spells them (A2A 0.3
+//! names refused with their v1.0 replacement named).
+
+use crate::auth::scope::Scope;
+use crate::manifest::error::{ErrorCode, ManifestError};
+use crate::manifest::keypath::KeyPath;
+use crate::manifest::model::{Authentication, Network};
+use crate::manifest::reader::Reader;
+use crate::manifest::suggest::nearest;
+use crate::manifest::validate::is_plain_name;
+use serde_yaml::Value;
+
+/// Credential names no manifest may declare: the runtime mints them itself.
+const RESERVED_CREDENTIAL: &str = "operator";
+
+/// The `network` block (absent reads as empty).
+pub fn read(r: &Reader, value: Option<&Value>, path: &KeyPath) -> Result<Network, ManifestError> {
+    let f = r.mapping(value, path, &["internal_port", "authentication"])?;
+    let internal_port = match f.get("internal_port") {
+        Some(v) => Some(r.port(
+            v,
+            &f.path("internal_port"),
+            "write internal_port: 52222, or remove it to let the OS assign a port",
+        )?),
+        None => None,
+    };
+    let authentication = match f.get("authentication") {
+        Some(v) => Some(authentication(r, v, &f.path("authentication"))?),
+        None => None,
+    };
+    Ok(Network {
+        internal_port,
+        authentication,
+    })
+}
+
+fn authentication(
+    r: &Reader,
+    value: &Value,
+    path: &KeyPath,
+) -> Result<Authentication, ManifestError> {
+    let f = r.mapping(Some(value), path, &["scheme", "credentials"])?;
+    match f.get("scheme") {
+        Some(v) => r.choice(v, &f.path("scheme"), &["bearer"])?,
+        None => return Err(r.missing(&f.path("scheme"), "add scheme: bearer")),
+    };
+    let creds_path = f.path("credentials");
+    let mut credentials = Vec::new();
+    for (cred, v) in r.entries(f.get("credentials"), &creds_path)? {
+        let cred_path = creds_path.key(&cred);
+        if cred == RESERVED_CREDENTIAL || cred.starts_with("member:") {
+            return Err(r.error(
+                ErrorCode::BadValue,
+                &cred_path,
+                format!("{cred_path} is reserved: murmur mints the {cred} credential itself"),
+                "give the credential another name; the operator token (mur token) already \
+                 holds every scope",
+            ));
+        }
+        if !is_plain_name(&cred) {
+            return Err(r.error(
+                ErrorCode::BadValue,
+                &cred_path,
+                format!("{cred_path} is not a credential name"),
+                "name credentials with letters, digits, '.', '_' and '-', e.g. watcher",
+            ));
+        }
+        let cf = r.mapping(Some(v), &cred_path, &["scopes"])?;
+        let scopes_path = cf.path("scopes");
+        let Some(list) = cf.get("scopes") else {
+            return Err(r.missing(&scopes_path, "add scopes: [GetTask, ListTasks]"));
+        };
+        let mut scopes: Vec<Scope> = Vec::new();
+        for (i, written) in r
+            .string_list(list, &scopes_path, "[GetTask]")?
+            .iter()
+            .enumerate()
+        {
+            let scope = scope(r, written, &scopes_path.index(i))?;
+            if !scopes.contains(&scope) {
+                scopes.push(scope);
+            }
+        }
+        credentials.push((cred, scopes));
+    }
+    Ok(Authentication { credentials })
+}
+
+/// A scope name; A2A 0.3 names get a hint naming their v1.0 replacement.
+fn scope(r: &Reader, written: &str, path: &KeyPath) -> Result<Scope, ManifestError> {
+    if let Some(scope) = Scope::parse(written) {
+        return Ok(scope);
+    }
+    if let Some(new) = Scope::legacy(written) {
+        return Err(r.error(
+            ErrorCode::Scope,
+            path,
+            format!("{path} is {written}, an A2A 0.3 name"),
+            format!("write {new}: the door speaks A2A v1.0"),
+        ));
+    }
+    let names = Scope::ALL.map(|s| s.as_str());
+    let listing = format!("the scopes are {}", names.join(", "));
+    let near = Scope::parse(&format!("murmur.{written}"))
+        .map(|s| s.as_str())
+        .or_else(|| nearest(written, &names));
+    let hint = match near {
+        Some(near) => format!("did you mean {near}? {listing}"),
+        None => listing,
+    };
+    Err(r.error(
+        ErrorCode::Scope,
+        path,
+        format!("{path} is {written}, which is not a scope"),
+        hint,
+    ))
+}

@@ -1,0 +1,379 @@
+//! Every capsule-manifest error code, with its exact printed form and key path.
+
+use super::{parse, refused, with, MINIMAL};
+use crate::manifest::{load, ErrorCode};
+use std::path::Path;
+
+#[test]
+fn e001_unreadable_file() {
+    let err = load(Path::new("/nonexistent-murmur/murmur.yaml")).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::Unreadable);
+    assert_eq!(err.key_path(), "");
+    assert_eq!(
+        err.to_string(),
+        "error[E-MAN-001]: /nonexistent-murmur/murmur.yaml: cannot be read: No such file or \
+         directory (os error 2)\n  hint: check the path; relative paths are taken from the \
+         current folder (formation members: from the formation's folder)"
+    );
+    let dir = load(&std::env::temp_dir()).unwrap_err();
+    assert_eq!(dir.code(), ErrorCode::Unreadable);
+    assert_eq!(dir.hint(), "name the murmur.yaml inside that folder");
+}
+
+#[test]
+fn e002_yaml_syntax_with_line_and_column() {
+    let err = refused(
+        "name: my-worker\nversion: \"0.1.0\"\nlifecycle:\n  task_acceptance: queue\n after_task: sleep\n",
+        ErrorCode::Syntax,
+        "",
+        "error[E-MAN-002]: worker/murmur.yaml: line 5 column 2: did not find expected key\n  \
+         hint: fix the YAML at line 5: check the indentation, and quote values that contain \": \" \
+         or start with one of { [ * & ! % @",
+    );
+    assert_eq!((err.line(), err.column()), (Some(5), Some(2)));
+    let dup = refused(
+        "name: a\nname: b\n",
+        ErrorCode::Syntax,
+        "",
+        "error[E-MAN-002]: worker/murmur.yaml: line 1 column 1: duplicate entry with key \"name\"\n  \
+         hint: write each key once in its mapping",
+    );
+    assert_eq!(dup.line(), Some(1));
+}
+
+#[test]
+fn e003_typo_gets_did_you_mean() {
+    let err = refused(
+        &with("lifecycle:\n  task_acceptence: queue\n"),
+        ErrorCode::UnknownKey,
+        "lifecycle.task_acceptence",
+        "error[E-MAN-003]: worker/murmur.yaml: lifecycle.task_acceptence is not a manifest key\n  \
+         hint: did you mean lifecycle.task_acceptance? the keys of lifecycle are task_acceptance, \
+         after_task, queue_depth",
+    );
+    assert_eq!((err.line(), err.column()), (Some(10), Some(3)));
+}
+
+#[test]
+fn e003_unknown_keys_everywhere() {
+    refused(
+        &with("colour: blue\n"),
+        ErrorCode::UnknownKey,
+        "colour",
+        "error[E-MAN-003]: worker/murmur.yaml: colour is not a manifest key\n  hint: the top-level \
+         keys are name, version, artifacts, network, inference, lifecycle, exports, capabilities, \
+         context",
+    );
+    let text = MINIMAL.replace("runtime: driver", "runtime: driver\n    endpont: x");
+    let err = refused(
+        &text,
+        ErrorCode::UnknownKey,
+        "artifacts[0].endpont",
+        "error[E-MAN-003]: worker/murmur.yaml: artifacts[0].endpont is not a manifest key\n  hint: \
+         the keys of artifacts[0] are name, version, runtime, gateway, process",
+    );
+    assert_eq!(err.line(), Some(6));
+    refused(
+        &with("capabilities: { network: { allows: [x] } }\n"),
+        ErrorCode::UnknownKey,
+        "capabilities.network.allows",
+        "error[E-MAN-003]: worker/murmur.yaml: capabilities.network.allows is not a manifest key\n  \
+         hint: did you mean capabilities.network.allow? the keys of capabilities.network are allow",
+    );
+}
+
+#[test]
+fn e004_missing_keys() {
+    refused(
+        "version: \"1\"\n",
+        ErrorCode::MissingKey,
+        "name",
+        "error[E-MAN-004]: worker/murmur.yaml: name is missing\n  hint: add name: my-worker",
+    );
+    let err = refused(
+        &MINIMAL.replace("  model: claude-sonnet-5\n", "  max_turns: 4\n"),
+        ErrorCode::MissingKey,
+        "inference.model",
+        "error[E-MAN-004]: worker/murmur.yaml: inference.model is missing\n  hint: name the \
+         provider's model, e.g. model: claude-sonnet-5",
+    );
+    assert_eq!(err.line(), Some(7));
+    refused(
+        "name: a\nversion: \"1\"\nartifacts: [{ name: murmur/driver-deepseek, runtime: driver }]\n",
+        ErrorCode::MissingKey,
+        "artifacts[0].gateway",
+        "error[E-MAN-004]: worker/murmur.yaml: artifacts[0].gateway is missing\n  hint: add \
+         gateway: { endpoint: https://api.deepseek.com, api_key: ${DEEPSEEK_API_KEY} }",
+    );
+    refused(
+        &with("network: { authentication: { scheme: bearer, credentials: { w: {} } } }\n"),
+        ErrorCode::MissingKey,
+        "network.authentication.credentials.w.scopes",
+        "error[E-MAN-004]: worker/murmur.yaml: network.authentication.credentials.w.scopes is \
+         missing\n  hint: add scopes: [GetTask, ListTasks]",
+    );
+    refused(
+        "name: a\nversion: \"1\"\n",
+        ErrorCode::MissingKey,
+        "artifacts",
+        "error[E-MAN-004]: worker/murmur.yaml: artifacts is missing\n  hint: declare the driver \
+         that runs tasks, e.g. artifacts: [{ name: murmur/driver-anthropic, runtime: driver, \
+         gateway: { endpoint: https://api.anthropic.com, api_key: ${ANTHROPIC_API_KEY} } }]",
+    );
+}
+
+#[test]
+fn e005_bad_values_say_what_is_accepted() {
+    refused(
+        &with("lifecycle: { task_acceptance: sometimes }\n"),
+        ErrorCode::BadValue,
+        "lifecycle.task_acceptance",
+        "error[E-MAN-005]: worker/murmur.yaml: lifecycle.task_acceptance must be one of none, \
+         single, queue, not \"sometimes\"\n  hint: accepted values are none, single, queue",
+    );
+    refused(
+        &with("lifecycle: { task_acceptance: queu }\n"),
+        ErrorCode::BadValue,
+        "lifecycle.task_acceptance",
+        "error[E-MAN-005]: worker/murmur.yaml: lifecycle.task_acceptance must be one of none, \
+         single, queue, not \"queu\"\n  hint: did you mean queue? accepted values are none, \
+         single, queue",
+    );
+    refused(
+        &with("network: { internal_port: 70000 }\n"),
+        ErrorCode::BadValue,
+        "network.internal_port",
+        "error[E-MAN-005]: worker/murmur.yaml: network.internal_port must be a port number from 1 \
+         to 65535, not 70000\n  hint: write internal_port: 52222, or remove it to let the OS \
+         assign a port",
+    );
+    refused(
+        &with("lifecycle: { queue_depth: 3 }\n"),
+        ErrorCode::BadValue,
+        "lifecycle.queue_depth",
+        "error[E-MAN-005]: worker/murmur.yaml: lifecycle.queue_depth is set, but \
+         lifecycle.task_acceptance is single (the default)\n  hint: remove queue_depth, or set \
+         task_acceptance: queue (queue_depth counts the tasks waiting behind the running one)",
+    );
+    refused(
+        &MINIMAL.replace("\"0.1.0\"", "0.1"),
+        ErrorCode::BadValue,
+        "version",
+        "error[E-MAN-005]: worker/murmur.yaml: version must be a string, not 0.1\n  hint: quote \
+         it: version: \"0.1\"",
+    );
+    refused(
+        &with("exports: { peer_tasks: { accept: yes } }\n"),
+        ErrorCode::BadValue,
+        "exports.peer_tasks.accept",
+        "error[E-MAN-005]: worker/murmur.yaml: exports.peer_tasks.accept must be true or false, \
+         not \"yes\"\n  hint: write accept: true or accept: false",
+    );
+}
+
+#[test]
+fn e005_reserved_credentials_and_process_rules() {
+    refused(
+        &with("network: { authentication: { scheme: bearer, credentials: { operator: { scopes: [] } } } }\n"),
+        ErrorCode::BadValue,
+        "network.authentication.credentials.operator",
+        "error[E-MAN-005]: worker/murmur.yaml: network.authentication.credentials.operator is \
+         reserved: murmur mints the operator credential itself\n  hint: give the credential \
+         another name; the operator token (mur token) already holds every scope",
+    );
+    let process = |block: &str| {
+        format!("name: h\nversion: \"1\"\nartifacts:\n  - name: local/h\n    runtime: driver\n    process: {block}\n")
+    };
+    refused(
+        &process("{ command: [] }"),
+        ErrorCode::BadValue,
+        "artifacts[0].process.command",
+        "error[E-MAN-005]: worker/murmur.yaml: artifacts[0].process.command must be a non-empty \
+         list, not a list\n  hint: name the program and its arguments, e.g. command: \
+         [\"python3\", \"harness.py\"]",
+    );
+    refused(
+        &process("{ command: [h], resume: [\"--resume\"] }"),
+        ErrorCode::BadValue,
+        "artifacts[0].process.resume",
+        "error[E-MAN-005]: worker/murmur.yaml: artifacts[0].process.resume must be a list with a \
+         {session} placeholder, not a list\n  hint: write e.g. resume: [\"--resume\", \
+         \"{session}\"]; {session} becomes the harness session id",
+    );
+    refused(
+        &process("{ command: [h], interrupt: sigterm }"),
+        ErrorCode::BadValue,
+        "artifacts[0].process.interrupt",
+        "error[E-MAN-005]: worker/murmur.yaml: artifacts[0].process.interrupt must be sigint, none \
+         or { stdin: \"<bytes>\" }, not \"sigterm\"\n  hint: write interrupt: sigint, interrupt: \
+         none, or interrupt: { stdin: \"\\u0003\" }",
+    );
+    refused(
+        "name: h\nversion: \"1\"\nartifacts: [{ name: murmur/driver-codex, runtime: driver, process: { command: [x] } }]\n",
+        ErrorCode::BadValue,
+        "artifacts[0].process",
+        "error[E-MAN-005]: worker/murmur.yaml: artifacts[0].process is not accepted: \
+         murmur/driver-codex is a preset that carries its own process definition\n  hint: remove \
+         it; to run the CLI another way, declare your own artifact (e.g. local/driver-claude) \
+         with a process block",
+    );
+    refused(
+        &MINIMAL.replace("https://api.anthropic.com", "api.anthropic.com"),
+        ErrorCode::BadValue,
+        "artifacts[0].gateway.endpoint",
+        "error[E-MAN-005]: worker/murmur.yaml: artifacts[0].gateway.endpoint must be an http:// or \
+         https:// URL, not \"api.anthropic.com\"\n  hint: write endpoint: \
+         https://api.anthropic.com (or http://localhost:PORT/v1)",
+    );
+}
+
+#[test]
+fn e006_unset_variable() {
+    let err = refused(
+        &MINIMAL.replace("${ANTHROPIC_API_KEY}", "${MURMUR_UNSET_KEY}"),
+        ErrorCode::UnsetVariable,
+        "artifacts[0].gateway.api_key",
+        "error[E-MAN-006]: worker/murmur.yaml: artifacts[0].gateway.api_key uses \
+         ${MURMUR_UNSET_KEY}, which is not set\n  hint: export MURMUR_UNSET_KEY=… in the \
+         environment, or put MURMUR_UNSET_KEY=… in worker/.env beside the manifest",
+    );
+    assert_eq!(err.line(), Some(6));
+}
+
+#[test]
+fn e007_driver_problems() {
+    refused(
+        &with("  driver: { artifact: local/missing }\n"),
+        ErrorCode::Driver,
+        "inference.driver.artifact",
+        "error[E-MAN-007]: worker/murmur.yaml: inference.driver.artifact names local/missing, \
+         which is not declared under artifacts\n  hint: declare local/missing under artifacts",
+    );
+    refused(
+        &MINIMAL.replace("murmur/driver-anthropic", "murmur/driver-antropic"),
+        ErrorCode::Driver,
+        "artifacts[0].name",
+        "error[E-MAN-007]: worker/murmur.yaml: artifacts[0].name murmur/driver-antropic is not a \
+         built-in murmur artifact\n  hint: did you mean murmur/driver-anthropic? the built-in \
+         artifacts are murmur/driver-anthropic, murmur/driver-openai, murmur/driver-deepseek, \
+         murmur/driver-claude-code, murmur/driver-codex",
+    );
+    refused(
+        &with("  transport: process\n"),
+        ErrorCode::Driver,
+        "inference.transport",
+        "error[E-MAN-007]: worker/murmur.yaml: inference.transport is process, but the driver \
+         murmur/driver-anthropic is an http driver\n  hint: set inference.transport: http, or \
+         drive a process driver: murmur/driver-claude-code, murmur/driver-codex or an artifact \
+         with a process block",
+    );
+    refused(
+        "name: h\nversion: \"1\"\nartifacts: [{ name: local/h, runtime: driver }]\ninference: { transport: process }\n",
+        ErrorCode::Driver,
+        "inference.transport",
+        "error[E-MAN-007]: worker/murmur.yaml: inference.transport is process, but the driver \
+         local/h has no process block\n  hint: add process: { command: [...] } to the artifact \
+         local/h, or drive murmur/driver-claude-code or murmur/driver-codex",
+    );
+    refused(
+        "name: h\nversion: \"1\"\nartifacts: [{ name: murmur/driver-claude-code, runtime: driver }]\ninference: { transport: http, model: m }\n",
+        ErrorCode::Driver,
+        "inference.transport",
+        "error[E-MAN-007]: worker/murmur.yaml: inference.transport is http, but the driver \
+         murmur/driver-claude-code is a process driver\n  hint: set inference.transport: process",
+    );
+}
+
+#[test]
+fn e008_scopes() {
+    let scopes = |list: &str| {
+        with(&format!(
+            "network:\n  authentication:\n    scheme: bearer\n    credentials:\n      watcher: {{ scopes: [{list}] }}\n"
+        ))
+    };
+    refused(
+        &scopes("GetTask, message/send"),
+        ErrorCode::Scope,
+        "network.authentication.credentials.watcher.scopes[1]",
+        "error[E-MAN-008]: worker/murmur.yaml: network.authentication.credentials.watcher.scopes[1] \
+         is message/send, an A2A 0.3 name\n  hint: write SendMessage: the door speaks A2A v1.0",
+    );
+    refused(
+        &scopes("stream/watch"),
+        ErrorCode::Scope,
+        "network.authentication.credentials.watcher.scopes[0]",
+        "error[E-MAN-008]: worker/murmur.yaml: network.authentication.credentials.watcher.scopes[0] \
+         is stream/watch, an A2A 0.3 name\n  hint: write murmur.WatchSession: the door speaks A2A \
+         v1.0",
+    );
+    let listing =
+        "the scopes are SendMessage, SendStreamingMessage, murmur.WatchSession, GetTask, \
+                   ListTasks, CancelTask, SubscribeToTask, murmur.StopSession, resources/files";
+    refused(
+        &scopes("SendMesage"),
+        ErrorCode::Scope,
+        "network.authentication.credentials.watcher.scopes[0]",
+        &format!(
+            "error[E-MAN-008]: worker/murmur.yaml: network.authentication.credentials.watcher.\
+             scopes[0] is SendMesage, which is not a scope\n  hint: did you mean SendMessage? \
+             {listing}"
+        ),
+    );
+    refused(
+        &scopes("WatchSession"),
+        ErrorCode::Scope,
+        "network.authentication.credentials.watcher.scopes[0]",
+        &format!(
+            "error[E-MAN-008]: worker/murmur.yaml: network.authentication.credentials.watcher.\
+             scopes[0] is WatchSession, which is not a scope\n  hint: did you mean \
+             murmur.WatchSession? {listing}"
+        ),
+    );
+}
+
+#[test]
+fn e009_formation_where_a_capsule_is_expected() {
+    let err = parse("formation: { name: f }\n").unwrap_err();
+    assert_eq!(err.code(), ErrorCode::Formation);
+    assert_eq!(
+        err.to_string(),
+        "error[E-MAN-009]: worker/murmur.yaml: is a formation manifest (it has a top-level \
+         formation: key), not a capsule manifest\n  hint: name a capsule manifest here: \
+         formations cannot be members of formations or sub-capsules"
+    );
+}
+
+#[test]
+fn e005_a_file_that_is_not_a_mapping() {
+    refused(
+        "- a\n- b\n",
+        ErrorCode::BadValue,
+        "",
+        "error[E-MAN-005]: worker/murmur.yaml: the manifest must be a mapping of keys, not a list\n  \
+         hint: write the file as `key: value` lines",
+    );
+}
+
+#[test]
+fn e002_a_broken_env_file_is_named() {
+    let text = super::MINIMAL;
+    let root = super::tree(
+        "bad-dotenv",
+        &[
+            ("w/murmur.yaml", text),
+            ("w/.env", "A=1\nnot an assignment\n"),
+        ],
+    );
+    let err = load(&root.join("w/murmur.yaml")).unwrap_err();
+    assert_eq!(err.code(), ErrorCode::Syntax);
+    assert_eq!(err.file(), root.join("w/.env"));
+    assert_eq!((err.line(), err.column()), (Some(2), Some(1)));
+    // A manifest that names no variable never reads the .env.
+    std::fs::write(
+        root.join("w/murmur.yaml"),
+        text.replace("${ANTHROPIC_API_KEY}", "literal"),
+    )
+    .unwrap();
+    assert!(load(&root.join("w/murmur.yaml")).is_ok());
+    let _ = std::fs::remove_dir_all(root);
+}

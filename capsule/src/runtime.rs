@@ -1,0 +1,202 @@
+//! One capsule process from start to end: load the manifest, open the trace, take the
+//! listener the supervisor bound, serve the door, run the worker, and shut down cleanly on
+//! SIGTERM or after the last task under `after_task: exit`.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use tokio::signal::unix::{signal, SignalKind};
+
+use crate::agent;
+use crate::door::Door;
+use crate::harness::GRACE;
+use crate::ids::SessionId;
+use crate::manifest::{self, TaskAcceptance};
+use crate::session::Session;
+use crate::tasks::{Admission, Owner, Registry, TaskInput, TaskState, Viewer};
+use crate::trace::Trace;
+
+/// What the supervisor hands a capsule process (as JSON in `MURMUR_CAPSULE_CONFIG`).
+#[derive(Serialize, Deserialize, Debug, Clone)]
+pub struct CapsuleConfig {
+    pub manifest: PathBuf,
+    pub session_id: String,
+    pub records_dir: PathBuf,
+    pub workdir: PathBuf,
+    pub url: String,
+    pub mur_exe: PathBuf,
+    pub launch: Option<LaunchTask>,
+}
+
+/// The launch's own task (`mur run --task`).
+#[derive(Serialize, Deserialize, Debug, Clone)]
+pub struct LaunchTask {
+    pub text: String,
+    pub context_id: Option<String>,
+    pub forget_session: bool,
+}
+
+pub const CONFIG_ENV: &str = "MURMUR_CAPSULE_CONFIG";
+
+/// Exit statuses of a capsule process, which `mur run` passes on.
+pub mod exit {
+    pub const OK: i32 = 0;
+    pub const TASK_NOT_COMPLETED: i32 = 1;
+    pub const CANNOT_START: i32 = 2;
+}
+
+/// Runs the capsule on `listener` until it ends; answers the process exit status.
+pub fn main(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: the capsule could not start its runtime: {e}");
+            return exit::CANNOT_START;
+        }
+    };
+    rt.block_on(run(config, listener))
+}
+
+fn slots(m: &manifest::Manifest) -> usize {
+    match m.lifecycle.task_acceptance {
+        TaskAcceptance::None => 0,
+        TaskAcceptance::Single => 1,
+        TaskAcceptance::Queue => 1 + m.lifecycle.queue_depth,
+    }
+}
+
+async fn run(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
+    let manifest = match manifest::load(&config.manifest) {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("{e}");
+            return exit::CANNOT_START;
+        }
+    };
+    let Some(driver) = crate::harness::driver_of(&manifest) else {
+        eprintln!(
+            "error: {} names no process driver this capsule can run",
+            manifest.path.display()
+        );
+        return exit::CANNOT_START;
+    };
+    let session_id = SessionId::from_wire(&config.session_id);
+    let trace = match Trace::open(&config.records_dir, session_id.clone()) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!(
+                "error: cannot write the trace in {}: {e}",
+                config.records_dir.display()
+            );
+            return exit::CANNOT_START;
+        }
+    };
+    if let Err(e) = agent::write_guide(&config.records_dir, &manifest.name) {
+        eprintln!("error: cannot write the harness guide: {e}");
+        return exit::CANNOT_START;
+    }
+    let listener = match listener
+        .set_nonblocking(true)
+        .and_then(|_| tokio::net::TcpListener::from_std(listener))
+    {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("error: the inherited listener is unusable: {e}");
+            return exit::CANNOT_START;
+        }
+    };
+    let registry = Registry::new(slots(&manifest));
+    let session = Arc::new(Session::new(
+        session_id,
+        manifest,
+        registry,
+        trace,
+        config.url.clone(),
+        config.workdir.clone(),
+        config.records_dir.clone(),
+        config.mur_exe.clone(),
+    ));
+    session.trace.event(
+        "session_start",
+        json!({
+            "capsule": session.manifest.name,
+            "version": session.manifest.version,
+            "pid": std::process::id(),
+            "url": session.url,
+            "workdir": session.workdir,
+            "manifest": session.manifest.path,
+        }),
+    );
+    let launch = config
+        .launch
+        .as_ref()
+        .and_then(|l| admit_launch(&session, l));
+    let door = Arc::new(Door::new(session.clone()));
+    let serving = tokio::spawn(door.serve(listener));
+    let worker = tokio::spawn(agent::work(session.clone(), driver, launch.clone()));
+
+    wait_for_end(&session).await;
+    // Live tasks are canceled (their harnesses interrupted) before the door closes.
+    session.registry.cancel_all();
+    let _ = session.shutdown.send(true);
+    let _ = serving.await;
+    let _ = tokio::time::timeout(GRACE + Duration::from_secs(5), worker).await;
+
+    let status = launch
+        .as_ref()
+        .and_then(|id| session.registry.state_of(id.as_str(), &Viewer::Everyone));
+    session.trace.event(
+        "session_end",
+        json!({"launch_task_state": status.map(|s| s.word())}),
+    );
+    match status {
+        None | Some(TaskState::Completed) => exit::OK,
+        Some(_) => exit::TASK_NOT_COMPLETED,
+    }
+}
+
+fn admit_launch(session: &Session, launch: &LaunchTask) -> Option<crate::ids::TaskId> {
+    let input = TaskInput {
+        text: launch.text.clone(),
+        message_id: crate::ids::MessageId::mint().to_string(),
+        reference_task_ids: vec![],
+        forget_session: launch.forget_session,
+    };
+    match session
+        .registry
+        .admit(launch.context_id.clone(), Owner::Session, input)
+    {
+        Admission::Accepted(id, task) => {
+            session.trace.event(
+                "a2a_task_received",
+                json!({"task_id": id.as_str(), "context_id": task["contextId"], "origin": "launch"}),
+            );
+            Some(id)
+        }
+        Admission::Rejected(id, _) => Some(id),
+    }
+}
+
+/// Returns on SIGTERM or SIGINT, or when the worker ends the session (`after_task: exit`).
+async fn wait_for_end(session: &Session) {
+    let mut ended = session.shutdown.subscribe();
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        let _ = ended.wait_for(|d| *d).await;
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+        _ = ended.wait_for(|d| *d) => {}
+    }
+}

@@ -1,0 +1,13 @@
+//! The task registry: every task of the session, its state machine, the run queue, who sees
+//! which task, and the ListTasks order. One mutex guards it; no caller holds it across an await.
+
+mod page_token;
+mod registry;
+mod state;
+mod task;
+
+pub use registry::{
+    Admission, CancelRefusal, ListPage, ListQuery, Outcome, Registry, ReplyRefusal, Started,
+};
+pub use state::{StateFilter, TaskState};
+pub use task::{Owner, Task, TaskInput, Viewer};

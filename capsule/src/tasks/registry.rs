@@ -1,0 +1,524 @@
+//! The registry proper: admission (capacity and closing), state changes, cancel, replies to
+//! waiting tasks, and listing. Every change bumps one watch counter that held requests and the
+//! worker wait on.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Mutex, MutexGuard};
+
+use serde_json::{Map, Value};
+use tokio::sync::{oneshot, watch};
+
+use super::page_token;
+use super::state::{StateFilter, TaskState};
+use super::task::{Owner, Task, TaskInput, Viewer};
+use crate::clock::Millis;
+use crate::ids::{ContextId, TaskId};
+
+/// The answer to a new task.
+pub enum Admission {
+    Accepted(TaskId, Value),
+    /// Refused for room or closing: the TASK_STATE_REJECTED task, answered at once.
+    Rejected(TaskId, Value),
+}
+
+/// Why a CancelTask changes nothing.
+pub enum CancelRefusal {
+    NotFound,
+    NotCancelable(TaskState),
+}
+
+/// Why a message naming a task cannot continue it.
+pub enum ReplyRefusal {
+    NotFound,
+    NotWaiting(TaskState),
+    OtherContext,
+}
+
+/// How a task attempt ended, as the worker reports it.
+#[derive(Clone, Debug)]
+pub enum Outcome {
+    Completed(String),
+    Failed(String),
+    /// The attempt ended after a cancel; `Some` is the status sentence to record.
+    CanceledEnded(Option<String>),
+}
+
+/// A task handed to the worker.
+pub struct Started {
+    pub id: TaskId,
+    pub context_id: String,
+    pub input: TaskInput,
+    pub canceled: watch::Receiver<bool>,
+}
+
+pub struct ListQuery {
+    pub context_id: Option<String>,
+    pub state: StateFilter,
+    pub page_size: usize,
+    /// The position after which the page starts (decoded with [`Registry::decode_page_token`]).
+    pub after_seq: Option<u64>,
+    pub since_nanos: Option<i128>,
+    pub include_artifacts: bool,
+}
+
+pub struct ListPage {
+    pub tasks: Vec<Value>,
+    pub next_page_token: String,
+    pub page_size: usize,
+    pub total_size: usize,
+}
+
+struct Control {
+    cancel: watch::Sender<bool>,
+    reply: Option<oneshot::Sender<String>>,
+}
+
+struct Inner {
+    tasks: HashMap<TaskId, Task>,
+    order: BTreeMap<u64, TaskId>,
+    seq: u64,
+    queue: VecDeque<TaskId>,
+    running: Option<TaskId>,
+    closing: bool,
+    controls: HashMap<TaskId, Control>,
+}
+
+/// Every task of the session.
+pub struct Registry {
+    inner: Mutex<Inner>,
+    changes: watch::Sender<u64>,
+    /// The running slot plus the tasks allowed to wait behind it; 0 starts no task.
+    slots: usize,
+}
+
+pub const BUSY: &str = "task rejected: capsule is busy";
+pub const CLOSING: &str = "task rejected: the session is closing";
+
+impl Inner {
+    /// Records a change: a new timestamp and the front of the ListTasks order.
+    fn touch(&mut self, id: &TaskId) {
+        self.seq += 1;
+        let seq = self.seq;
+        if let Some(task) = self.tasks.get_mut(id) {
+            self.order.remove(&task.seq);
+            task.seq = seq;
+            task.changed_at = Millis::now();
+            self.order.insert(seq, id.clone());
+        }
+    }
+
+    fn visible(&self, id: &str, viewer: &Viewer) -> Option<&Task> {
+        self.tasks
+            .get(&TaskId::from_wire(id))
+            .filter(|t| viewer.sees(&t.owner))
+    }
+
+    fn set_state(&mut self, id: &TaskId, state: TaskState) {
+        if let Some(task) = self.tasks.get_mut(id) {
+            task.state = state;
+        }
+        self.touch(id);
+    }
+
+    /// Moves a live task to CANCELED and signals whoever runs it.
+    fn cancel_live(&mut self, id: &TaskId) {
+        self.queue.retain(|q| q != id);
+        if let Some(control) = self.controls.get_mut(id) {
+            control.reply = None;
+            let _ = control.cancel.send(true);
+        }
+        if let Some(task) = self.tasks.get_mut(id) {
+            task.prompt = None;
+        }
+        self.set_state(id, TaskState::Canceled);
+    }
+}
+
+impl Registry {
+    /// `slots`: 0 under `task_acceptance: none`, 1 under single, 1 + queue_depth under queue.
+    pub fn new(slots: usize) -> Self {
+        Registry {
+            inner: Mutex::new(Inner {
+                tasks: HashMap::new(),
+                order: BTreeMap::new(),
+                seq: 0,
+                queue: VecDeque::new(),
+                running: None,
+                closing: false,
+                controls: HashMap::new(),
+            }),
+            changes: watch::channel(0).0,
+            slots,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic elsewhere while holding the lock leaves consistent data (each change is one
+        // assignment); keep serving rather than poisoning the door.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn changed(&self) {
+        self.changes.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// A receiver that wakes on every change, for held requests and the worker.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    /// Takes a new task, or rejects it when there is no room or the session is closing.
+    pub fn admit(&self, context_id: Option<String>, owner: Owner, input: TaskInput) -> Admission {
+        let id = TaskId::mint();
+        let context_id = context_id.unwrap_or_else(|| ContextId::mint().to_string());
+        let mut inner = self.lock();
+        let busy = inner.running.is_some() as usize + inner.queue.len();
+        let refusal = if inner.closing {
+            Some(CLOSING)
+        } else if busy >= self.slots {
+            Some(BUSY)
+        } else {
+            None
+        };
+        let state = if refusal.is_some() {
+            TaskState::Rejected
+        } else {
+            TaskState::Submitted
+        };
+        inner.tasks.insert(
+            id.clone(),
+            Task {
+                id: id.clone(),
+                context_id,
+                owner,
+                state,
+                status_text: refusal.map(str::to_owned),
+                changed_at: Millis::now(),
+                seq: 0,
+                response: None,
+                prompt: None,
+                residue: Vec::new(),
+                murmur_metadata: Map::new(),
+                input,
+            },
+        );
+        inner.touch(&id);
+        if refusal.is_none() {
+            inner.queue.push_back(id.clone());
+            let (cancel, _) = watch::channel(false);
+            inner.controls.insert(
+                id.clone(),
+                Control {
+                    cancel,
+                    reply: None,
+                },
+            );
+        }
+        let json = inner
+            .tasks
+            .get(&id)
+            .map(|t| t.to_json(None))
+            .unwrap_or_default();
+        drop(inner);
+        self.changed();
+        match refusal {
+            None => Admission::Accepted(id, json),
+            Some(_) => Admission::Rejected(id, json),
+        }
+    }
+
+    /// The task as GetTask answers it, when the viewer sees it.
+    pub fn get(&self, id: &str, viewer: &Viewer) -> Option<Value> {
+        self.lock().visible(id, viewer).map(|t| t.to_json(None))
+    }
+
+    /// The state of a task the viewer sees.
+    pub fn state_of(&self, id: &str, viewer: &Viewer) -> Option<TaskState> {
+        self.lock().visible(id, viewer).map(|t| t.state)
+    }
+
+    /// Waits until the task settles or the door closes, then answers it as it stands.
+    pub async fn wait_settled(&self, id: &TaskId) -> Option<Value> {
+        let mut rx = self.subscribe();
+        loop {
+            {
+                let inner = self.lock();
+                let task = inner.tasks.get(id)?;
+                if task.state.is_settled() || inner.closing {
+                    return Some(task.to_json(None));
+                }
+            }
+            if rx.changed().await.is_err() {
+                return self.lock().tasks.get(id).map(|t| t.to_json(None));
+            }
+        }
+    }
+
+    /// CancelTask: a live task moves to CANCELED at once; the worker stops its attempt.
+    /// Answers the canceled task and the state it was in.
+    pub fn cancel(&self, id: &str, viewer: &Viewer) -> Result<(Value, TaskState), CancelRefusal> {
+        let mut inner = self.lock();
+        let task = inner.visible(id, viewer).ok_or(CancelRefusal::NotFound)?;
+        if task.state.is_terminal() {
+            return Err(CancelRefusal::NotCancelable(task.state));
+        }
+        let (id, was) = (task.id.clone(), task.state);
+        inner.cancel_live(&id);
+        let json = inner
+            .tasks
+            .get(&id)
+            .map(|t| t.to_json(None))
+            .unwrap_or_default();
+        drop(inner);
+        self.changed();
+        Ok((json, was))
+    }
+
+    /// murmur.StopSession: cancels every live task, answering their ids sorted, each with the
+    /// state it was in.
+    pub fn cancel_all(&self) -> Vec<(TaskId, TaskState)> {
+        let mut inner = self.lock();
+        let mut live: Vec<(TaskId, TaskState)> = inner
+            .tasks
+            .values()
+            .filter(|t| !t.state.is_terminal())
+            .map(|t| (t.id.clone(), t.state))
+            .collect();
+        live.sort_by(|a, b| a.0.cmp(&b.0));
+        for (id, _) in &live {
+            inner.cancel_live(id);
+        }
+        drop(inner);
+        if !live.is_empty() {
+            self.changed();
+        }
+        live
+    }
+
+    /// The door is closing: new tasks are rejected and held requests answer as things stand.
+    pub fn close(&self) {
+        self.lock().closing = true;
+        self.changed();
+    }
+
+    pub fn is_closing(&self) -> bool {
+        self.lock().closing
+    }
+
+    /// True when no task runs or waits.
+    pub fn is_idle(&self) -> bool {
+        let inner = self.lock();
+        inner.running.is_none() && inner.queue.is_empty()
+    }
+
+    /// Waits for the next queued task and gives it the running slot (TASK_STATE_WORKING).
+    /// `None` once the door is closing.
+    pub async fn next(&self) -> Option<Started> {
+        let mut rx = self.subscribe();
+        loop {
+            {
+                let mut inner = self.lock();
+                if inner.closing {
+                    return None;
+                }
+                if inner.running.is_none() {
+                    if let Some(id) = inner.queue.pop_front() {
+                        inner.running = Some(id.clone());
+                        inner.set_state(&id, TaskState::Working);
+                        let canceled = inner.controls.get(&id).map(|c| c.cancel.subscribe());
+                        let task = inner.tasks.get(&id);
+                        let started = match (task, canceled) {
+                            (Some(t), Some(canceled)) => Some(Started {
+                                id: id.clone(),
+                                context_id: t.context_id.clone(),
+                                input: t.input.clone(),
+                                canceled,
+                            }),
+                            _ => None,
+                        };
+                        drop(inner);
+                        self.changed();
+                        if let Some(s) = started {
+                            return Some(s);
+                        }
+                        continue;
+                    }
+                }
+            }
+            if rx.changed().await.is_err() {
+                return None;
+            }
+        }
+    }
+
+    /// Records how an attempt ended. A task already canceled keeps its state; only its ending
+    /// (the status sentence) is recorded, which still moves it to the front of the order.
+    pub fn finish(&self, id: &TaskId, outcome: Outcome) {
+        let mut inner = self.lock();
+        let Some(task) = inner.tasks.get_mut(id) else {
+            return;
+        };
+        task.prompt = None;
+        match outcome {
+            Outcome::Completed(answer) if !task.state.is_terminal() => {
+                task.state = TaskState::Completed;
+                task.status_text = Some("task completed".into());
+                task.response = Some(answer);
+            }
+            Outcome::Failed(why) if !task.state.is_terminal() => {
+                task.state = TaskState::Failed;
+                task.status_text = Some(why);
+            }
+            Outcome::CanceledEnded(text) => {
+                task.state = TaskState::Canceled;
+                if text.is_some() {
+                    task.status_text = text;
+                }
+            }
+            // An attempt that finished as its cancel landed: the cancel stands.
+            _ => {}
+        }
+        inner.controls.remove(id);
+        inner.touch(id);
+        drop(inner);
+        self.changed();
+    }
+
+    /// The worker is done with the running slot: the next queued task may start.
+    pub fn release(&self, id: &TaskId) {
+        let mut inner = self.lock();
+        if inner.running.as_ref() == Some(id) {
+            inner.running = None;
+        }
+        drop(inner);
+        self.changed();
+    }
+
+    /// The harness asks a question: the task waits in TASK_STATE_INPUT_REQUIRED with a prompt
+    /// artifact until a message names it. `None` when the task is no longer working.
+    pub fn request_input(
+        &self,
+        id: &TaskId,
+        question: String,
+    ) -> Option<oneshot::Receiver<String>> {
+        let mut inner = self.lock();
+        let task = inner.tasks.get_mut(id)?;
+        if task.state != TaskState::Working {
+            return None;
+        }
+        task.prompt = Some(question);
+        let (tx, rx) = oneshot::channel();
+        inner.controls.get_mut(id)?.reply = Some(tx);
+        inner.set_state(id, TaskState::InputRequired);
+        drop(inner);
+        self.changed();
+        Some(rx)
+    }
+
+    /// A message naming a task: delivered as the reply when the task waits for input in the
+    /// same context. The door's capacity is not consulted.
+    pub fn reply(
+        &self,
+        id: &str,
+        viewer: &Viewer,
+        context_id: Option<&str>,
+        text: String,
+    ) -> Result<TaskId, ReplyRefusal> {
+        let mut inner = self.lock();
+        let task = inner.visible(id, viewer).ok_or(ReplyRefusal::NotFound)?;
+        if task.state != TaskState::InputRequired {
+            return Err(ReplyRefusal::NotWaiting(task.state));
+        }
+        if context_id.is_some_and(|c| c != task.context_id) {
+            return Err(ReplyRefusal::OtherContext);
+        }
+        let id = task.id.clone();
+        let waiter = inner.controls.get_mut(&id).and_then(|c| c.reply.take());
+        if let Some(task) = inner.tasks.get_mut(&id) {
+            task.prompt = None;
+        }
+        inner.set_state(&id, TaskState::Working);
+        drop(inner);
+        if let Some(w) = waiter {
+            let _ = w.send(text);
+        }
+        self.changed();
+        Ok(id)
+    }
+
+    /// One line per referenced task, as it stands now (agent-card.md "Referenced tasks").
+    pub fn describe_references(&self, ids: &[String], viewer: &Viewer) -> String {
+        let inner = self.lock();
+        let mut block = String::from("Referenced tasks:");
+        for id in ids {
+            block.push_str("\n- ");
+            block.push_str(id);
+            match inner.visible(id, viewer) {
+                None => block.push_str(": not a task this capsule holds"),
+                Some(t) => {
+                    block.push_str(": ");
+                    block.push_str(t.state.word());
+                    match (t.state, &t.response, &t.status_text) {
+                        (TaskState::Completed, Some(r), _) => {
+                            block.push('\n');
+                            block.push_str(&crate::text::fenced("response", r));
+                        }
+                        (s, _, Some(msg)) if s.is_terminal() && s != TaskState::Completed => {
+                            block.push_str(": ");
+                            block.push_str(&msg.replace(['\n', '\r'], " "));
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+        block
+    }
+
+    /// Decodes a ListTasks pageToken into a position, when this door could have answered it.
+    pub fn decode_page_token(&self, token: &str) -> Option<u64> {
+        let newest = self.lock().seq;
+        page_token::decode(token, newest)
+    }
+
+    /// One page of the tasks the viewer sees that match, most recently changed first.
+    pub fn list(&self, q: &ListQuery, viewer: &Viewer) -> ListPage {
+        let inner = self.lock();
+        let matching = inner.order.values().rev().filter_map(|id| {
+            let t = inner.tasks.get(id)?;
+            let keep = viewer.sees(&t.owner)
+                && q.context_id.as_ref().is_none_or(|c| *c == t.context_id)
+                && q.state.matches(t.state)
+                && q.since_nanos
+                    .is_none_or(|n| i128::from(t.changed_at.0) * 1_000_000 >= n);
+            keep.then_some(t)
+        });
+        let mut tasks = Vec::new();
+        let mut total = 0;
+        let mut last_seq = None;
+        let mut more = false;
+        for t in matching {
+            total += 1;
+            let in_page = q.after_seq.is_none_or(|after| t.seq < after);
+            if !in_page {
+                continue;
+            }
+            if tasks.len() < q.page_size {
+                tasks.push(t.to_json(Some(q.include_artifacts)));
+                last_seq = Some((t.seq, t.id.clone()));
+            } else {
+                more = true;
+            }
+        }
+        let next_page_token = match (more, last_seq) {
+            (true, Some((seq, id))) => page_token::encode(seq, id.as_str()),
+            _ => String::new(),
+        };
+        ListPage {
+            tasks,
+            next_page_token,
+            page_size: q.page_size,
+            total_size: total,
+        }
+    }
+}

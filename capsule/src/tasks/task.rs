@@ -1,0 +1,150 @@
+//! One task as the registry keeps it, and its A2A v1.0 ProtoJSON view (what GetTask answers).
+
+use serde_json::{json, Map, Value};
+
+use super::state::TaskState;
+use crate::clock::Millis;
+use crate::ids::TaskId;
+
+/// Who started a task, which decides who sees it (agent-card.md "Who sees a task").
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub enum Owner {
+    /// Started by the runtime itself (the launch's task) or by the operator: the session's.
+    Session,
+    /// Started by a request carrying a declared credential (`member:<name>` for formations).
+    Credential(String),
+}
+
+/// Who is asking.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub enum Viewer {
+    /// A public door's caller, or the operator: sees every task.
+    Everyone,
+    Credential(String),
+}
+
+impl Viewer {
+    pub fn sees(&self, owner: &Owner) -> bool {
+        match (self, owner) {
+            (Viewer::Everyone, _) => true,
+            (Viewer::Credential(v), Owner::Credential(o)) => v == o,
+            (Viewer::Credential(_), Owner::Session) => false,
+        }
+    }
+
+    /// The owner of a task this viewer starts.
+    pub fn as_owner(&self) -> Owner {
+        match self {
+            Viewer::Everyone => Owner::Session,
+            Viewer::Credential(c) => Owner::Credential(c.clone()),
+        }
+    }
+}
+
+/// What the agent is asked to do, fixed when the task is accepted.
+#[derive(Clone, Debug, Default)]
+pub struct TaskInput {
+    /// The parts joined as the spec's Parts section says, plus any referenced-tasks block.
+    pub text: String,
+    /// The client's `messageId` of the message that started the task.
+    pub message_id: String,
+    pub reference_task_ids: Vec<String>,
+    pub forget_session: bool,
+}
+
+/// A task in the registry.
+#[derive(Debug)]
+pub struct Task {
+    pub id: TaskId,
+    pub context_id: String,
+    pub owner: Owner,
+    pub state: TaskState,
+    /// The final status's sentence, shown as `status.message` on a terminal task.
+    pub status_text: Option<String>,
+    /// The last change: the status timestamp and the ListTasks position.
+    pub changed_at: Millis,
+    pub seq: u64,
+    pub response: Option<String>,
+    /// The question of a task waiting in TASK_STATE_INPUT_REQUIRED.
+    pub prompt: Option<String>,
+    pub residue: Vec<Value>,
+    /// `metadata.murmur` of a terminal task (noAnswer, noAnswerBelow, runningCommands).
+    pub murmur_metadata: Map<String, Value>,
+    pub input: TaskInput,
+}
+
+fn text_part(text: &str) -> Value {
+    json!({"text": text, "mediaType": "text/plain"})
+}
+
+fn artifact(name: &str, parts: Vec<Value>) -> Value {
+    json!({"artifactId": name, "name": name, "parts": parts})
+}
+
+impl Task {
+    /// The status object: state, message on a terminal task that said something, timestamp.
+    pub fn status_json(&self) -> Value {
+        let mut status = Map::new();
+        status.insert("state".into(), Value::from(self.state.wire()));
+        if let (true, Some(text)) = (self.state.is_terminal(), &self.status_text) {
+            status.insert(
+                "message".into(),
+                json!({
+                    "messageId": format!("msg_{}_status", self.id),
+                    "contextId": self.context_id,
+                    "taskId": self.id.as_str(),
+                    "role": "ROLE_AGENT",
+                    "parts": [text_part(text)],
+                }),
+            );
+        }
+        status.insert("timestamp".into(), Value::from(self.changed_at.rfc3339()));
+        Value::Object(status)
+    }
+
+    /// The task's artifacts, in the order response, prompt, residue.
+    pub fn artifacts(&self) -> Vec<Value> {
+        let mut out = Vec::new();
+        if let (TaskState::Completed, Some(r)) = (self.state, &self.response) {
+            out.push(artifact("response", vec![text_part(r)]));
+        }
+        if let (TaskState::InputRequired, Some(p)) = (self.state, &self.prompt) {
+            out.push(artifact("prompt", vec![text_part(p)]));
+        }
+        if !self.residue.is_empty() {
+            let parts = self
+                .residue
+                .iter()
+                .map(|item| json!({"data": item, "mediaType": "application/json"}))
+                .collect();
+            out.push(artifact("residue", parts));
+        }
+        out
+    }
+
+    /// The task as GetTask answers it. `artifacts`: `Some(true)` always writes the key (ListTasks
+    /// with includeArtifacts), `Some(false)` never, `None` when there are any.
+    pub fn to_json(&self, artifacts: Option<bool>) -> Value {
+        let mut task = Map::new();
+        task.insert("id".into(), Value::from(self.id.as_str()));
+        task.insert("contextId".into(), Value::from(self.context_id.as_str()));
+        task.insert("status".into(), self.status_json());
+        let list = self.artifacts();
+        match artifacts {
+            Some(true) => {
+                task.insert("artifacts".into(), Value::Array(list));
+            }
+            None if !list.is_empty() => {
+                task.insert("artifacts".into(), Value::Array(list));
+            }
+            _ => {}
+        }
+        if self.state.is_terminal() && !self.murmur_metadata.is_empty() {
+            task.insert(
+                "metadata".into(),
+                json!({"murmur": Value::Object(self.murmur_metadata.clone())}),
+            );
+        }
+        Value::Object(task)
+    }
+}

@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""A scriptable harness for murmur's end-to-end tests.
+
+The task text (stdin, or the last argument with --prompt-arg) may hold directives, one per line:
+
+  @sleep SECS        sleep; SIGINT ends the harness with status 130 unless @ignore-sigint
+  @ignore-sigint     ignore SIGINT (the capsule must kill it after the grace)
+  @stderr TEXT       write TEXT to stderr
+  @exit CODE         exit with CODE after the other directives
+  @ask QUESTION      run `mur request-input QUESTION` and answer with its reply
+  @env               answer with the MURMUR_* environment as JSON
+  @echo              answer with the whole task text verbatim
+  @silent            print nothing
+  @grandchild FILE   start a detached grandchild (its own session) and write its pid to FILE
+  @pidfile FILE      write this harness's pid to FILE
+  @turns N           (stream-json) write N assistant turns before the result
+
+Anything else is answered "Acknowledged." In --dialect stream-json it speaks Claude Code's
+stream-json (system/init with a session id, assistant turns, a result line) and honours
+`--resume SESSION`; the answer then says which session it ran in and how many prompts that
+session has seen, from a small state file under $FIXTURE_STATE (default: the work folder).
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+
+def main():
+    args = sys.argv[1:]
+    dialect = "text"
+    resume = None
+    prompt = None
+    i = 0
+    while i < len(args):
+        if args[i] == "--dialect":
+            dialect = args[i + 1]
+            i += 2
+        elif args[i] == "--resume":
+            resume = args[i + 1]
+            i += 2
+        elif args[i] == "--prompt-arg":
+            prompt = args[-1]
+            i = len(args)
+        else:
+            i += 1
+    if prompt is None:
+        prompt = sys.stdin.read()
+
+    answer = "Acknowledged."
+    code = 0
+    turns = 1
+    silent = False
+    for line in prompt.splitlines():
+        word, _, rest = line.strip().partition(" ")
+        if word == "@ignore-sigint":
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+        elif word == "@pidfile":
+            with open(rest, "w") as f:
+                f.write(str(os.getpid()))
+        elif word == "@grandchild":
+            child = subprocess.Popen(
+                ["sleep", "300"], start_new_session=True,
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            with open(rest, "w") as f:
+                f.write(str(child.pid))
+        elif word == "@sleep":
+            try:
+                time.sleep(float(rest))
+            except KeyboardInterrupt:
+                sys.stderr.write("interrupted\n")
+                sys.exit(130)
+        elif word == "@stderr":
+            sys.stderr.write(rest + "\n")
+        elif word == "@exit":
+            code = int(rest)
+        elif word == "@ask":
+            out = subprocess.run(["mur", "request-input", rest], capture_output=True, text=True)
+            if out.returncode != 0:
+                sys.stderr.write(out.stderr)
+                sys.exit(3)
+            answer = "reply: " + out.stdout.strip()
+        elif word == "@env":
+            answer = json.dumps({k: v for k, v in sorted(os.environ.items()) if k.startswith("MURMUR_")})
+        elif word == "@echo":
+            answer = prompt
+        elif word == "@silent":
+            silent = True
+        elif word == "@turns":
+            turns = int(rest)
+
+    if dialect == "stream-json":
+        session = resume or str(uuid.uuid4())
+        state_dir = os.environ.get("FIXTURE_STATE", ".fixture-sessions")
+        os.makedirs(state_dir, exist_ok=True)
+        path = os.path.join(state_dir, session)
+        seen = 0
+        if os.path.exists(path):
+            with open(path) as f:
+                seen = len(f.read().splitlines())
+        with open(path, "a") as f:
+            f.write("prompt\n")
+        if answer == "Acknowledged.":
+            answer = f"session={session} resumed={'yes' if resume else 'no'} prompts={seen + 1}"
+        emit({"type": "system", "subtype": "init", "session_id": session, "tools": []})
+        for n in range(turns):
+            emit({"type": "assistant", "session_id": session,
+                  "message": {"role": "assistant", "content": [{"type": "text", "text": f"turn {n + 1}"}]}})
+        if not silent:
+            emit({"type": "result", "subtype": "success", "is_error": code != 0,
+                  "result": answer, "session_id": session, "num_turns": turns})
+    elif not silent:
+        sys.stdout.write(answer + "\n")
+    sys.stdout.flush()
+    sys.exit(code)
+
+
+def emit(obj):
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

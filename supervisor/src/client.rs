@@ -1,0 +1,125 @@
+//! The A2A client `mur` itself uses (stop, cancel, ps, the harness helpers): plain HTTP/1.1 over
+//! hyper, one connection a call, every JSON-RPC request carrying `A2A-Version: 1.0`.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::client::conn::http1;
+use hyper::Request;
+use hyper_util::rt::TokioIo;
+use serde_json::{json, Value};
+use tokio::net::TcpStream;
+
+use crate::error::{CliError, CliResult, Code};
+
+/// `host:port` of a door URL (`http://localhost:PORT` or `localhost:PORT`). `localhost` is
+/// dialled as 127.0.0.1, the address every door binds.
+pub fn authority(url: &str) -> String {
+    let rest = url.strip_prefix("http://").unwrap_or(url);
+    let host_port = rest.split('/').next().unwrap_or(rest);
+    match host_port.strip_prefix("localhost:") {
+        Some(port) => format!("127.0.0.1:{port}"),
+        None => host_port.to_owned(),
+    }
+}
+
+fn unreachable(url: &str, e: impl std::fmt::Display) -> CliError {
+    CliError::new(
+        Code::Unreachable,
+        format!("cannot reach the door at {url}: {e}"),
+        "check that the capsule is still running with `mur ps`",
+    )
+}
+
+/// Sends one request and answers the status and body.
+pub async fn send(
+    url: &str,
+    req: Request<Full<Bytes>>,
+    timeout: Option<Duration>,
+) -> CliResult<(u16, Bytes)> {
+    let call = async {
+        let stream = TcpStream::connect(authority(url))
+            .await
+            .map_err(|e| unreachable(url, e))?;
+        let (mut sender, conn) = http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(|e| unreachable(url, e))?;
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        let resp = sender
+            .send_request(req)
+            .await
+            .map_err(|e| unreachable(url, e))?;
+        let status = resp.status().as_u16();
+        let body = resp
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| unreachable(url, e))?
+            .to_bytes();
+        Ok((status, body))
+    };
+    match timeout {
+        Some(t) => tokio::time::timeout(t, call)
+            .await
+            .map_err(|_| unreachable(url, "no answer in time"))?,
+        None => call.await,
+    }
+}
+
+fn post(
+    url: &str,
+    path: &str,
+    body: Value,
+    extra: &[(&str, String)],
+) -> CliResult<Request<Full<Bytes>>> {
+    let mut b = Request::post(path)
+        .header("host", authority(url))
+        .header("content-type", "application/json")
+        .header("a2a-version", "1.0");
+    for (k, v) in extra {
+        b = b.header(*k, v);
+    }
+    b.body(Full::new(Bytes::from(body.to_string())))
+        .map_err(|e| unreachable(url, e))
+}
+
+/// A JSON-RPC call: the result, or the door's error as a CLI error carrying its code.
+pub async fn rpc(url: &str, method: &str, params: Value) -> CliResult<Result<Value, Value>> {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    let (_, bytes) = send(url, post(url, "/", body, &[])?, None).await?;
+    let v: Value = serde_json::from_slice(&bytes).map_err(|e| unreachable(url, e))?;
+    match (v.get("result"), v.get("error")) {
+        (Some(r), _) => Ok(Ok(r.clone())),
+        (_, Some(e)) => Ok(Err(e.clone())),
+        _ => Err(unreachable(url, "the answer is not a JSON-RPC response")),
+    }
+}
+
+/// The public agent card, within `timeout`.
+pub async fn card(url: &str, timeout: Duration) -> CliResult<Value> {
+    let req = Request::get("/.well-known/agent-card.json")
+        .header("host", authority(url))
+        .body(Full::new(Bytes::new()))
+        .map_err(|e| unreachable(url, e))?;
+    let (status, bytes) = send(url, req, Some(timeout)).await?;
+    if status != 200 {
+        return Err(unreachable(url, format!("the card answered HTTP {status}")));
+    }
+    serde_json::from_slice(&bytes).map_err(|e| unreachable(url, e))
+}
+
+/// A call to the capsule's control surface with a task token.
+pub async fn control(url: &str, path: &str, token: &str, body: Value) -> CliResult<(u16, Value)> {
+    let req = post(
+        url,
+        path,
+        body,
+        &[("authorization", format!("Bearer {token}"))],
+    )?;
+    let (status, bytes) = send(url, req, None).await?;
+    let v = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    Ok((status, v))
+}

@@ -1,0 +1,273 @@
+//! `mur run`: validate the manifest, bind the listener, start the capsule, announce it, relay
+//! the launch task's answer, and stop everything cleanly on Ctrl-C or SIGTERM (DESIGN §3).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Child;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use serde_json::json;
+use tokio::signal::unix::{signal, SignalKind};
+
+use capsule::clock::Millis;
+use capsule::ids::SessionId;
+use capsule::manifest::{self, Manifest, Transport};
+use capsule::runtime::{CapsuleConfig, LaunchTask};
+
+use crate::client;
+use crate::error::{CliError, CliResult, Code};
+use crate::launch;
+use crate::records::{self, RunningCapsule};
+
+pub struct RunArgs {
+    pub manifest: PathBuf,
+    pub task: Option<String>,
+    pub context: Option<String>,
+    pub forget_session: bool,
+    pub workdir: Option<PathBuf>,
+    pub json: bool,
+}
+
+/// How long a new capsule has to answer its card.
+const READY_WITHIN: Duration = Duration::from_secs(15);
+/// SIGTERM to SIGKILL for a capsule being stopped.
+const STOP_GRACE: Duration = Duration::from_secs(10);
+
+/// The checks a launch makes before anything starts: what this release can run.
+fn check_runnable(m: &Manifest) -> CliResult<()> {
+    if m.inference.transport == Transport::Http {
+        return Err(CliError::new(
+            Code::NotAvailable,
+            format!("{}: inference.transport: http is not available in this release", m.path.display()),
+            "run the capsule on inference.transport: process with a process driver (see manifests/worker.yaml)",
+        ));
+    }
+    if m.network.authentication.is_some() {
+        return Err(CliError::new(
+            Code::NotAvailable,
+            format!(
+                "{}: network.authentication is not available in this release",
+                m.path.display()
+            ),
+            "remove network.authentication to serve a public door on loopback",
+        ));
+    }
+    if capsule::harness::driver_of(m).is_none() {
+        return Err(CliError::new(
+            Code::NotAvailable,
+            format!("{}: inference.driver.artifact names no process driver", m.path.display()),
+            "declare the artifact with a process block, or use murmur/driver-claude-code or murmur/driver-codex",
+        ));
+    }
+    Ok(())
+}
+
+fn task_text(task: &str) -> CliResult<String> {
+    let path = Path::new(task);
+    if path.is_file() {
+        return std::fs::read_to_string(path).map_err(|e| {
+            CliError::new(
+                Code::BadTask,
+                format!("cannot read the task file {task}: {e}"),
+                "pass readable UTF-8 text, or the task itself",
+            )
+        });
+    }
+    Ok(task.to_owned())
+}
+
+fn workdir(dir: Option<&Path>) -> CliResult<PathBuf> {
+    let dir = match dir {
+        Some(d) => d.to_path_buf(),
+        None => std::env::current_dir().map_err(|e| {
+            CliError::new(
+                Code::BadWorkdir,
+                format!("cannot read the current folder: {e}"),
+                "run mur from an existing folder",
+            )
+        })?,
+    };
+    dir.canonicalize()
+        .ok()
+        .filter(|d| d.is_dir())
+        .ok_or_else(|| {
+            CliError::new(
+                Code::BadWorkdir,
+                format!("--workdir {} is not a folder", dir.display()),
+                "create it first, or pass an existing folder",
+            )
+        })
+}
+
+pub async fn run(args: RunArgs) -> CliResult<i32> {
+    let m = manifest::load(&args.manifest).map_err(|e| CliError::Formatted(e.to_string()))?;
+    check_runnable(&m)?;
+    let launch_task = match &args.task {
+        Some(t) => Some(LaunchTask {
+            text: task_text(t)?,
+            context_id: args.context.clone(),
+            forget_session: args.forget_session,
+        }),
+        None => None,
+    };
+    let workdir = workdir(args.workdir.as_deref())?;
+    let session_id = SessionId::mint();
+    let records_dir = records::sessions_dir(&workdir).join(session_id.as_str());
+    std::fs::create_dir_all(&records_dir)
+        .and_then(|_| std::fs::copy(&m.path, records_dir.join("manifest.yaml")).map(|_| ()))
+        .map_err(|e| {
+            CliError::new(
+                Code::Records,
+                format!(
+                    "cannot write the session records in {}: {e}",
+                    records_dir.display()
+                ),
+                "check that $MURMUR_HOME is writable",
+            )
+        })?;
+
+    let listener = launch::bind(m.network.internal_port)?;
+    let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
+    let url = format!("http://localhost:{port}");
+    launch::become_subreaper();
+    let config = CapsuleConfig {
+        manifest: m.path.clone(),
+        session_id: session_id.to_string(),
+        records_dir: records_dir.clone(),
+        workdir: workdir.clone(),
+        url: url.clone(),
+        mur_exe: std::env::current_exe().unwrap_or_default(),
+        launch: launch_task,
+    };
+    let mut child = launch::spawn_capsule(&listener, &config)?;
+    drop(listener);
+    let pid = child.id() as i32;
+    let exited = launch::start_reaper(pid);
+
+    if let Err(e) = wait_ready(&url, &exited).await {
+        launch::terminate_group(pid, Signal::SIGKILL);
+        launch::sweep();
+        return Err(e);
+    }
+    let record = RunningCapsule {
+        pid: pid as u32,
+        supervisor_pid: std::process::id(),
+        url: url.clone(),
+        name: m.name.clone(),
+        version: m.version.clone(),
+        session_id: session_id.to_string(),
+        records: records_dir.clone(),
+        formation: None,
+        member: None,
+        started_at: Millis::now().rfc3339(),
+    };
+    if let Err(e) = record.save() {
+        eprintln!("warning: cannot write the running-capsule record: {e}");
+    }
+    announce(&args, &m, &record, &workdir);
+    relay_stdout(&mut child);
+
+    let code = supervise(&url, pid, &exited).await;
+    launch::sweep();
+    record.remove();
+    Ok(code)
+}
+
+async fn wait_ready(url: &str, exited: &mpsc::Receiver<i32>) -> CliResult<()> {
+    let deadline = tokio::time::Instant::now() + READY_WITHIN;
+    loop {
+        if let Ok(code) = exited.try_recv() {
+            return Err(CliError::new(
+                Code::CapsuleDidNotStart,
+                format!("the capsule exited with status {code} before its door answered"),
+                "read the capsule's error above",
+            ));
+        }
+        if client::card(url, Duration::from_millis(500)).await.is_ok() {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() > deadline {
+            return Err(CliError::new(
+                Code::CapsuleDidNotStart,
+                format!(
+                    "the capsule's door did not answer within {}s",
+                    READY_WITHIN.as_secs()
+                ),
+                "check the machine's load and the capsule's output",
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn announce(args: &RunArgs, m: &Manifest, r: &RunningCapsule, workdir: &Path) {
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let v = json!({
+            "url": r.url, "pid": r.pid, "session_id": r.session_id,
+            "name": m.name, "version": m.version, "workdir": workdir,
+        });
+        let _ = writeln!(out, "{v}");
+    } else {
+        let port = r.url.rsplit(':').next().unwrap_or("");
+        let _ = writeln!(out, "murmur: url localhost:{port}");
+        let _ = writeln!(out, "session: {}", r.session_id);
+    }
+    let _ = out.flush();
+}
+
+/// Copies the capsule's stdout (the launch task's answer) to ours, after the announcement.
+fn relay_stdout(child: &mut Child) {
+    if let Some(mut from) = child.stdout.take() {
+        std::thread::spawn(move || {
+            let _ = std::io::copy(&mut from, &mut std::io::stdout());
+        });
+    }
+}
+
+/// Waits for the capsule to end on its own, or stops it on Ctrl-C / SIGTERM. Answers the exit
+/// status of `mur run`.
+async fn supervise(url: &str, pid: i32, exited: &mpsc::Receiver<i32>) -> i32 {
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        return poll_exit(exited, None).await.unwrap_or(1);
+    };
+    tokio::select! {
+        code = poll_exit(exited, None) => return code.unwrap_or(1),
+        _ = int.recv() => {}
+        _ = term.recv() => {}
+    }
+    // Stop: the session's account first, while the capsule can still give it.
+    let _ = tokio::time::timeout(
+        Duration::from_secs(5),
+        client::rpc(url, "murmur.StopSession", json!({})),
+    )
+    .await;
+    launch::terminate_group(pid, Signal::SIGTERM);
+    tokio::select! {
+        code = poll_exit(exited, Some(STOP_GRACE)) => {
+            if code.is_none() {
+                launch::terminate_group(pid, Signal::SIGKILL);
+            }
+        }
+        _ = int.recv() => launch::terminate_group(pid, Signal::SIGKILL),
+    }
+    0
+}
+
+async fn poll_exit(exited: &mpsc::Receiver<i32>, limit: Option<Duration>) -> Option<i32> {
+    let deadline = limit.map(|l| tokio::time::Instant::now() + l);
+    loop {
+        if let Ok(code) = exited.try_recv() {
+            return Some(code);
+        }
+        if deadline.is_some_and(|d| tokio::time::Instant::now() > d) {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

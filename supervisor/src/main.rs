@@ -1,0 +1,154 @@
+//! `mur`: the murmur supervisor. A thin CLI over the `capsule` library: it launches capsules
+//! (re-executing itself as `mur __capsule`), keeps their records, and talks to their doors.
+
+mod client;
+mod commands;
+mod error;
+mod launch;
+mod records;
+
+use std::os::fd::FromRawFd;
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+use error::CliResult;
+
+#[derive(Parser)]
+#[command(
+    name = "mur",
+    version,
+    about = "Runs AI agents as capsules that serve A2A v1.0 doors"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Launch a capsule and stay in the foreground until it ends (Ctrl-C stops it)
+    Run {
+        /// The manifest to launch
+        #[arg(long, default_value = "murmur.yaml")]
+        manifest: PathBuf,
+        /// The launch's own task: text, or a file holding it
+        #[arg(long)]
+        task: Option<String>,
+        /// The context id of the launch's task
+        #[arg(long)]
+        context: Option<String>,
+        /// Drop the harness session the context names before the task starts
+        #[arg(long, requires = "context")]
+        forget_session: bool,
+        /// The folder the capsule works in (default: the current folder)
+        #[arg(long)]
+        workdir: Option<PathBuf>,
+        /// Print one JSON object instead of the two announcement lines
+        #[arg(long)]
+        json: bool,
+    },
+    /// List running capsules
+    Ps {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stop a session: cancel its tasks, print what it leaves running, end its processes
+    Stop { address: String },
+    /// Cancel one task of a running session
+    Cancel { address: String, task_id: String },
+    /// Read a session's trace
+    Trace {
+        #[command(subcommand)]
+        command: TraceCmd,
+    },
+    /// (harness helper) Ask the task's sender a question and print the reply
+    RequestInput { question: Vec<String> },
+    /// Internal: run as a capsule process on the inherited listener
+    #[command(name = "__capsule", hide = true)]
+    Capsule,
+}
+
+#[derive(Subcommand)]
+enum TraceCmd {
+    /// Render a session's trace.jsonl in sections
+    Show {
+        address: Option<String>,
+        #[arg(long)]
+        workdir: Option<PathBuf>,
+    },
+}
+
+fn main() {
+    let cli = Cli::parse();
+    if let Cmd::Capsule = cli.command {
+        std::process::exit(capsule_main());
+    }
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start: {e}");
+            std::process::exit(1);
+        }
+    };
+    match rt.block_on(dispatch(cli.command)) {
+        Ok(code) => std::process::exit(code),
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(1);
+        }
+    }
+}
+
+async fn dispatch(cmd: Cmd) -> CliResult<i32> {
+    match cmd {
+        Cmd::Run {
+            manifest,
+            task,
+            context,
+            forget_session,
+            workdir,
+            json,
+        } => {
+            commands::run::run(commands::run::RunArgs {
+                manifest,
+                task,
+                context,
+                forget_session,
+                workdir,
+                json,
+            })
+            .await
+        }
+        Cmd::Ps { json } => commands::ps::run(json).await,
+        Cmd::Stop { address } => commands::stop::run(&address).await,
+        Cmd::Cancel { address, task_id } => commands::cancel::run(&address, &task_id).await,
+        Cmd::Trace {
+            command: TraceCmd::Show { address, workdir },
+        } => commands::trace::run(address.as_deref(), workdir.as_deref()),
+        Cmd::RequestInput { question } => {
+            commands::helpers::request_input(&question.join(" ")).await
+        }
+        Cmd::Capsule => Ok(capsule_main()),
+    }
+}
+
+/// The capsule process: its config from the environment, its listener on the inherited fd.
+fn capsule_main() -> i32 {
+    let config = std::env::var(capsule::runtime::CONFIG_ENV)
+        .ok()
+        .and_then(|c| serde_json::from_str(&c).ok());
+    let fd = std::env::var(launch::LISTEN_FD_ENV)
+        .ok()
+        .and_then(|f| f.parse::<i32>().ok());
+    let (Some(config), Some(fd)) = (config, fd) else {
+        eprintln!("error: __capsule is started by `mur run`, not by hand");
+        return capsule::runtime::exit::CANNOT_START;
+    };
+    // SAFETY: `mur run` placed the bound listener on this fd before exec, and nothing else owns it.
+    let listener = unsafe { std::net::TcpListener::from_raw_fd(fd) };
+    capsule::runtime::main(config, listener)
+}

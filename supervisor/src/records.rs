@@ -1,0 +1,229 @@
+//! `$MURMUR_HOME` (default `~/.murmur`): the records folder of every session, the
+//! running-capsule records under `run/`, and session addresses (`@N`, a 4+ character suffix,
+//! a full id, a path to a trace.jsonl).
+
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{CliError, CliResult, Code};
+
+pub fn home() -> PathBuf {
+    if let Some(h) = std::env::var_os("MURMUR_HOME").filter(|h| !h.is_empty()) {
+        return PathBuf::from(h);
+    }
+    let user = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/tmp"));
+    user.join(".murmur")
+}
+
+/// `records/<absolute workdir without leading slash>/`: every session launched in `workdir`.
+pub fn sessions_dir(workdir: &Path) -> PathBuf {
+    let rel = workdir.strip_prefix("/").unwrap_or(workdir);
+    home().join("records").join(rel)
+}
+
+pub fn run_dir() -> PathBuf {
+    home().join("run")
+}
+
+/// One running capsule, as `run/<session_id>.json` records it (mode 0600). No token, ever.
+#[derive(Serialize, Deserialize, Debug, Clone)]
+pub struct RunningCapsule {
+    pub pid: u32,
+    /// The `mur run` that launched it; `mur stop` signals this one so the launch ends cleanly.
+    pub supervisor_pid: u32,
+    pub url: String,
+    pub name: String,
+    pub version: String,
+    pub session_id: String,
+    pub records: PathBuf,
+    pub formation: Option<String>,
+    pub member: Option<String>,
+    pub started_at: String,
+}
+
+/// Writes a file readable by its owner only.
+pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    if let Some(dir) = path.parent() {
+        fs::create_dir_all(dir)?;
+    }
+    let tmp = path.with_extension("tmp");
+    let mut f = fs::OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    fs::set_permissions(&tmp, fs::Permissions::from_mode(0o600))?;
+    fs::rename(tmp, path)
+}
+
+impl RunningCapsule {
+    pub fn path(&self) -> PathBuf {
+        run_dir().join(format!("{}.json", self.session_id))
+    }
+
+    pub fn save(&self) -> std::io::Result<()> {
+        let json = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
+        write_private(&self.path(), &json)
+    }
+
+    pub fn remove(&self) {
+        let _ = fs::remove_file(self.path());
+    }
+
+    pub fn is_alive(&self) -> bool {
+        Path::new(&format!("/proc/{}", self.pid)).exists()
+    }
+}
+
+/// Running capsules, newest first, with records of vanished processes pruned.
+pub fn running() -> Vec<RunningCapsule> {
+    let mut found: Vec<RunningCapsule> = Vec::new();
+    let Ok(dir) = fs::read_dir(run_dir()) else {
+        return found;
+    };
+    for entry in dir.flatten() {
+        let path = entry.path();
+        if path.extension().and_then(|e| e.to_str()) != Some("json") {
+            continue;
+        }
+        let Ok(text) = fs::read_to_string(&path) else {
+            continue;
+        };
+        let Ok(rec) = serde_json::from_str::<RunningCapsule>(&text) else {
+            continue;
+        };
+        if rec.is_alive() {
+            found.push(rec);
+        } else {
+            let _ = fs::remove_file(&path);
+        }
+    }
+    // Session ids are UUIDv7: they sort by start time.
+    found.sort_by(|a, b| b.session_id.cmp(&a.session_id));
+    found
+}
+
+/// Picks one of `ids` (newest first) by a session address.
+pub fn resolve<'a>(address: &str, ids: &'a [String], among: &str) -> CliResult<&'a String> {
+    if let Some(n) = address.strip_prefix('@') {
+        let n: usize = n.parse().ok().filter(|n| *n >= 1).ok_or_else(|| {
+            CliError::new(
+                Code::NoSuchSession,
+                format!("{address} is not a session address"),
+                "@N counts back from the newest session: @1 is the newest",
+            )
+        })?;
+        return ids.get(n - 1).ok_or_else(|| {
+            CliError::new(
+                Code::NoSuchSession,
+                format!("there is no {address}: {} {among}", ids.len()),
+                "run `mur ps` to see the running capsules",
+            )
+        });
+    }
+    if let Some(exact) = ids.iter().find(|id| *id == address) {
+        return Ok(exact);
+    }
+    if address.len() < 4 {
+        return Err(CliError::new(
+            Code::NoSuchSession,
+            format!("'{address}' is too short to name a session"),
+            "give the last 4 or more characters of a session id, a full id, or @N",
+        ));
+    }
+    let matches: Vec<&String> = ids.iter().filter(|id| id.ends_with(address)).collect();
+    match matches.as_slice() {
+        [one] => Ok(one),
+        [] => Err(CliError::new(
+            Code::NoSuchSession,
+            format!(
+                "no session ends with '{address}' among {} {among}",
+                ids.len()
+            ),
+            "run `mur ps` (running capsules) or look under $MURMUR_HOME/records",
+        )),
+        many => Err(CliError::new(
+            Code::AmbiguousSession,
+            format!(
+                "'{address}' matches {} sessions: {}",
+                many.len(),
+                many.iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            "give more characters of the session id",
+        )),
+    }
+}
+
+/// The running capsule an address names (`@1` when none is given).
+pub fn resolve_running(address: Option<&str>) -> CliResult<RunningCapsule> {
+    let all = running();
+    let ids: Vec<String> = all.iter().map(|r| r.session_id.clone()).collect();
+    let id = resolve(address.unwrap_or("@1"), &ids, "running capsules")?;
+    all.into_iter()
+        .find(|r| &r.session_id == id)
+        .ok_or_else(|| {
+            CliError::new(
+                Code::NoSuchSession,
+                "the session just ended",
+                "run `mur ps`",
+            )
+        })
+}
+
+/// The recorded sessions of `workdir`, newest first, as (session id, folder).
+pub fn recorded(workdir: &Path) -> Vec<(String, PathBuf)> {
+    let mut found = Vec::new();
+    if let Ok(dir) = fs::read_dir(sessions_dir(workdir)) {
+        for entry in dir.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with("ses_") && entry.path().join("trace.jsonl").exists() {
+                found.push((name, entry.path()));
+            }
+        }
+    }
+    found.sort_by(|a, b| b.0.cmp(&a.0));
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ids() -> Vec<String> {
+        vec![
+            "ses_0000aaaa34af".into(),
+            "ses_0000bbbb3e4b".into(),
+            "ses_0000cccc3e4b".into(),
+        ]
+    }
+
+    #[test]
+    fn addresses() {
+        let ids = ids();
+        assert_eq!(resolve("@1", &ids, "x").unwrap(), &ids[0]);
+        assert_eq!(resolve("@2", &ids, "x").unwrap(), &ids[1]);
+        assert_eq!(resolve("34af", &ids, "x").unwrap(), &ids[0]);
+        assert_eq!(resolve("ses_0000bbbb3e4b", &ids, "x").unwrap(), &ids[1]);
+        assert!(resolve("@4", &ids, "x").is_err());
+        assert!(resolve("af", &ids, "x").is_err());
+        let amb = resolve("3e4b", &ids, "x").unwrap_err().to_string();
+        assert!(
+            amb.contains("E-CLI-002")
+                && amb.contains("ses_0000bbbb3e4b")
+                && amb.contains("ses_0000cccc3e4b"),
+            "{amb}"
+        );
+    }
+}
