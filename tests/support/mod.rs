@@ -1,0 +1,442 @@
+//! What every end-to-end test needs: a private `MURMUR_HOME` and work folder, the real `mur`
+//! launched as a user would, a plain HTTP/1.1 client that can send exactly the bytes a test
+//! wants (duplicate headers, no headers), and bounded waits. Every process a test starts is
+//! ended when its handle drops.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+pub const DOOR_URI: &str = "https://docs.murmur.nexus/reference/agent-card/#murmur-door-v1";
+pub const CAPSULE_URI: &str = "https://docs.murmur.nexus/reference/agent-card/#murmur-capsule-v1";
+pub const STREAM_URI: &str = "https://docs.murmur.nexus/reference/streaming-protocol/#murmur-stream-v1";
+
+pub fn mur_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_mur")
+}
+
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The scriptable test harness (see its docstring for the @directives).
+pub fn fixture() -> PathBuf {
+    repo_root().join("scripts/harness/fixture.py")
+}
+
+/// Polls `f` every 10 ms until it holds or `limit` passes; answers whether it held.
+pub fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        if f() {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+/// A private MURMUR_HOME and work folder, removed on drop.
+pub struct Home {
+    pub root: PathBuf,
+    pub home: PathBuf,
+    pub work: PathBuf,
+}
+
+impl Home {
+    pub fn new() -> Home {
+        let n = COUNTER.fetch_add(1, Ordering::SeqCst);
+        let root = std::env::temp_dir().join(format!("murmur-e2e-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let home = root.join("home");
+        let work = root.join("work");
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::create_dir_all(&work).unwrap();
+        Home {
+            root: root.canonicalize().unwrap(),
+            home: home.canonicalize().unwrap(),
+            work: work.canonicalize().unwrap(),
+        }
+    }
+
+    /// Writes a file under the root and answers its path.
+    pub fn write(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.root.join(name);
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).unwrap();
+        }
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    /// `mur` with this home, in the work folder.
+    pub fn mur(&self) -> Command {
+        let mut cmd = Command::new(mur_bin());
+        cmd.env("MURMUR_HOME", &self.home)
+            .env("FIXTURE_STATE", self.root.join("fixture-state"))
+            .current_dir(&self.work);
+        cmd
+    }
+
+    /// Runs `mur ARGS` to its end: (exit code, stdout, stderr).
+    pub fn run(&self, args: &[&str]) -> (i32, String, String) {
+        let out = self.mur().args(args).stdin(Stdio::null()).output().unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    /// The session folder of a launch in the work folder.
+    pub fn records(&self, session: &str) -> PathBuf {
+        let rel = self.work.strip_prefix("/").unwrap();
+        self.home.join("records").join(rel).join(session)
+    }
+
+    pub fn trace(&self, session: &str) -> Vec<Value> {
+        let text = std::fs::read_to_string(self.records(session).join("trace.jsonl")).unwrap_or_default();
+        text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
+    }
+}
+
+impl Drop for Home {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+/// Manifest options for the fixture harness.
+pub struct Fixture {
+    pub name: &'static str,
+    pub acceptance: &'static str,
+    pub after_task: &'static str,
+    pub queue_depth: Option<u32>,
+    pub dialect: &'static str,
+    pub interrupt: &'static str,
+    pub extra: &'static str,
+}
+
+impl Default for Fixture {
+    fn default() -> Self {
+        Fixture {
+            name: "fixture",
+            acceptance: "queue",
+            after_task: "sleep",
+            queue_depth: Some(2),
+            dialect: "text",
+            interrupt: "sigint",
+            extra: "",
+        }
+    }
+}
+
+impl Fixture {
+    pub fn yaml(&self) -> String {
+        let depth = self.queue_depth.map(|d| format!("\n  queue_depth: {d}")).unwrap_or_default();
+        let (output, resume) = if self.dialect == "stream-json" {
+            ("stream-json", "\n      resume: [\"--resume\", \"{session}\"]")
+        } else {
+            ("text", "")
+        };
+        format!(
+            r#"name: {name}
+version: "0.1.0"
+artifacts:
+  - name: local/driver-fixture
+    version: "0.1.0"
+    runtime: driver
+    process:
+      command: ["python3", "{fixture}", "--dialect", "{dialect}"]
+      output: {output}
+      interrupt: {interrupt}{resume}
+inference:
+  transport: process
+  driver:
+    artifact: local/driver-fixture
+lifecycle:
+  task_acceptance: {acceptance}
+  after_task: {after}{depth}
+{extra}"#,
+            name = self.name,
+            fixture = fixture().display(),
+            dialect = self.dialect,
+            interrupt = self.interrupt,
+            acceptance = self.acceptance,
+            after = self.after_task,
+            extra = self.extra,
+        )
+    }
+}
+
+/// A launched `mur run`, stopped (SIGTERM, then SIGKILL) when dropped.
+pub struct Launch {
+    pub child: Child,
+    pub port: u16,
+    pub session: String,
+    /// stdout after the announcement (the launch task's answer).
+    pub rest: Arc<Mutex<String>>,
+}
+
+impl Launch {
+    /// `mur run --manifest M ARGS`, waiting (bounded) for the two announcement lines.
+    pub fn start(home: &Home, manifest: &Path, args: &[&str]) -> Launch {
+        let mut child = home
+            .mur()
+            .arg("run")
+            .arg("--manifest")
+            .arg(manifest)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let rest = Arc::new(Mutex::new(String::new()));
+        let rest2 = rest.clone();
+        std::thread::spawn(move || {
+            let mut lines = BufReader::new(stdout).lines();
+            for _ in 0..2 {
+                match lines.next() {
+                    Some(Ok(l)) => {
+                        let _ = tx.send(l);
+                    }
+                    _ => return,
+                }
+            }
+            for l in lines.map_while(Result::ok) {
+                let mut r = rest2.lock().unwrap();
+                r.push_str(&l);
+                r.push('\n');
+            }
+        });
+        let first = rx.recv_timeout(Duration::from_secs(30)).expect("mur run announced no url");
+        let second = rx.recv_timeout(Duration::from_secs(5)).expect("mur run announced no session");
+        let port = first
+            .strip_prefix("murmur: url localhost:")
+            .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
+            .parse()
+            .unwrap();
+        let session = second
+            .strip_prefix("session: ")
+            .unwrap_or_else(|| panic!("unexpected second line {second:?}"))
+            .to_owned();
+        Launch { child, port, session, rest }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// A JSON-RPC call with `A2A-Version: 1.0`; answers the whole response object.
+    pub fn rpc(&self, method: &str, params: Value) -> Value {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        self.post(&body.to_string(), &[("A2A-Version", "1.0")]).json()
+    }
+
+    /// POST / with content-type: application/json and the given extra headers.
+    pub fn post(&self, body: &str, headers: &[(&str, &str)]) -> Resp {
+        let mut all = vec![("Content-Type", "application/json")];
+        all.extend_from_slice(headers);
+        http(self.port, "POST", "/", &all, body.as_bytes())
+    }
+
+    pub fn send(&self, text: &str, return_immediately: bool) -> Value {
+        self.rpc("SendMessage", message(text, return_immediately))
+    }
+
+    /// Waits until the task reaches a state satisfying `f`; answers the task.
+    pub fn wait_task(&self, id: &str, limit: Duration, f: impl Fn(&str) -> bool) -> Value {
+        let mut last = Value::Null;
+        let ok = wait_until(limit, || {
+            last = self.rpc("GetTask", json!({"id": id}))["result"].clone();
+            last["status"]["state"].as_str().is_some_and(&f)
+        });
+        assert!(ok, "task {id} never reached the awaited state; last seen {last}");
+        last
+    }
+
+    /// Waits (bounded) for `mur run` to exit; answers its status code.
+    pub fn wait_exit(&mut self, limit: Duration) -> Option<i32> {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status.code();
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    pub fn output(&self) -> String {
+        self.rest.lock().unwrap().clone()
+    }
+}
+
+impl Drop for Launch {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            unsafe { libc_kill(self.child.id() as i32, 15) };
+            if self.wait_exit(Duration::from_secs(30)).is_none() {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+            }
+        }
+    }
+}
+
+extern "C" {
+    #[link_name = "kill"]
+    fn libc_kill(pid: i32, sig: i32) -> i32;
+}
+
+/// Sends a signal to a process.
+pub fn signal(pid: u32, sig: i32) {
+    unsafe { libc_kill(pid as i32, sig) };
+}
+
+/// A SendMessage params object with one text part.
+pub fn message(text: &str, return_immediately: bool) -> Value {
+    let mut p = json!({
+        "message": {"messageId": format!("msg-{}", COUNTER.fetch_add(1, Ordering::SeqCst)),
+                    "role": "ROLE_USER", "parts": [{"text": text}]}
+    });
+    if return_immediately {
+        p["configuration"] = json!({"returnImmediately": true});
+    }
+    p
+}
+
+/// An HTTP response as received.
+#[derive(Debug)]
+pub struct Resp {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Resp {
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("body is not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    /// Every value of a header, by case-insensitive name.
+    pub fn header_all(&self, name: &str) -> Vec<&str> {
+        self.headers
+            .iter()
+            .filter(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+            .collect()
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.header_all(name).first().copied()
+    }
+}
+
+/// One HTTP/1.1 request on a fresh connection (`Connection: close`), headers sent exactly as
+/// given (so tests can repeat or omit any), read to the end.
+pub fn http(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Resp {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: localhost:{port}\r\nConnection: close\r\n");
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    if !body.is_empty() || method == "POST" {
+        req.push_str(&format!("Content-Length: {}\r\n", body.len()));
+    }
+    req.push_str("\r\n");
+    s.write_all(req.as_bytes()).unwrap();
+    s.write_all(body).unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    parse_response(&raw)
+}
+
+fn parse_response(raw: &[u8]) -> Resp {
+    let split = raw.windows(4).position(|w| w == b"\r\n\r\n").expect("no header end");
+    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
+    let mut lines = head.split("\r\n");
+    let status: u16 = lines.next().unwrap().split(' ').nth(1).unwrap().parse().unwrap();
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
+        .collect();
+    let mut body = raw[split + 4..].to_vec();
+    let chunked = headers
+        .iter()
+        .any(|(k, v)| k.eq_ignore_ascii_case("transfer-encoding") && v.contains("chunked"));
+    if chunked {
+        body = dechunk(&body);
+    }
+    Resp { status, headers, body }
+}
+
+fn dechunk(mut b: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let Some(eol) = b.windows(2).position(|w| w == b"\r\n") else { break };
+        let size = usize::from_str_radix(String::from_utf8_lossy(&b[..eol]).trim(), 16).unwrap_or(0);
+        if size == 0 {
+            break;
+        }
+        let start = eol + 2;
+        out.extend_from_slice(&b[start..(start + size).min(b.len())]);
+        b = &b[(start + size + 2).min(b.len())..];
+    }
+    out
+}
+
+/// Live descendants of `pid`, from /proc.
+pub fn descendants(pid: u32) -> Vec<u32> {
+    let mut pairs = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(p) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
+        if let Some(pp) = ppid(p) {
+            pairs.push((p, pp));
+        }
+    }
+    let mut found = vec![pid];
+    let mut i = 0;
+    while i < found.len() {
+        let parent = found[i];
+        found.extend(pairs.iter().filter(|(_, pp)| *pp == parent).map(|(c, _)| *c));
+        i += 1;
+    }
+    found.remove(0);
+    found
+}
+
+fn ppid(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat[stat.rfind(')')? + 1..].split_whitespace().nth(1)?.parse().ok()
+}
+
+/// True while a process exists and is not a zombie.
+pub fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rfind(')').map(|i| !s[i + 1..].trim_start().starts_with('Z')))
+        .unwrap_or(false)
+}
