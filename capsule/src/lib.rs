@@ -11,6 +11,7 @@ pub mod ids;
 pub mod manifest;
 pub mod runtime;
 pub mod session;
+pub mod stream;
 pub mod tasks;
 pub mod text;
 pub mod trace;

@@ -16,6 +16,7 @@ use crate::harness::GRACE;
 use crate::ids::SessionId;
 use crate::manifest::{self, TaskAcceptance};
 use crate::session::Session;
+use crate::stream::EventLog;
 use crate::tasks::{Admission, Owner, Registry, TaskInput, TaskState, Viewer};
 use crate::trace::Trace;
 
@@ -112,11 +113,14 @@ async fn run(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
             return exit::CANNOT_START;
         }
     };
-    let registry = Registry::new(slots(&manifest));
+    let events = Arc::new(EventLog::default());
+    let recorder = events.clone();
+    let registry = Registry::new(slots(&manifest)).observed(Arc::new(move |t| recorder.record(t)));
     let session = Arc::new(Session::new(
         session_id,
         manifest,
         registry,
+        events,
         trace,
         config.url.clone(),
         config.workdir.clone(),

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use rand::RngCore;
 use sha2::{Digest, Sha256};
@@ -11,6 +11,7 @@ use tokio::sync::watch;
 
 use crate::ids::{SessionId, TaskId};
 use crate::manifest::Manifest;
+use crate::stream::EventLog;
 use crate::tasks::Registry;
 use crate::trace::Trace;
 
@@ -18,6 +19,8 @@ pub struct Session {
     pub id: SessionId,
     pub manifest: Manifest,
     pub registry: Registry,
+    /// Every task change as numbered stream events, for SSE streams and their replay.
+    pub events: Arc<EventLog>,
     pub trace: Trace,
     /// `http://localhost:PORT`: the door's own address.
     pub url: String,
@@ -44,6 +47,7 @@ impl Session {
         id: SessionId,
         manifest: Manifest,
         registry: Registry,
+        events: Arc<EventLog>,
         trace: Trace,
         url: String,
         workdir: PathBuf,
@@ -54,6 +58,7 @@ impl Session {
             id,
             manifest,
             registry,
+            events,
             trace,
             url,
             workdir,

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, CONTENT_TYPE, WWW_AUTHENTICATE};
@@ -48,9 +49,11 @@ pub enum Answer {
     /// A served result, with the A2A-Extensions header value naming what the request used.
     Result(Value, Option<String>),
     Error(RpcError),
+    /// A `text/event-stream`, with its A2A-Extensions header value.
+    Stream(crate::stream::SseBody, Option<String>),
 }
 
-type HttpResponse = Response<Full<Bytes>>;
+type HttpResponse = Response<BoxBody<Bytes, Infallible>>;
 
 impl Door {
     pub fn new(session: Arc<Session>) -> Door {
@@ -143,13 +146,27 @@ impl Door {
 }
 
 fn json_response(status: StatusCode, body: Bytes, extensions: Option<&str>) -> HttpResponse {
-    let mut resp = Response::new(Full::new(body));
+    let mut resp = Response::new(Full::new(body).boxed());
     *resp.status_mut() = status;
     resp.headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    set_extensions(&mut resp, extensions);
+    resp
+}
+
+fn set_extensions(resp: &mut HttpResponse, extensions: Option<&str>) {
     if let Some(ext) = extensions.and_then(|e| HeaderValue::from_str(e).ok()) {
         resp.headers_mut().insert("a2a-extensions", ext);
     }
+}
+
+fn sse_response(body: crate::stream::SseBody, extensions: Option<&str>) -> HttpResponse {
+    let mut resp = Response::new(body);
+    let h = resp.headers_mut();
+    h.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    h.insert("cache-control", HeaderValue::from_static("no-cache"));
+    h.insert("connection", HeaderValue::from_static("keep-alive"));
+    set_extensions(&mut resp, extensions);
     resp
 }
 
@@ -169,6 +186,7 @@ fn rpc_response(id: &Value, answer: Answer) -> HttpResponse {
             ext.as_deref(),
         ),
         Answer::Error(e) => json_response(StatusCode::OK, envelope(id, "error", e.to_json()), None),
+        Answer::Stream(body, ext) => sse_response(body, ext.as_deref()),
     }
 }
 

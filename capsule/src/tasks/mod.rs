@@ -7,7 +7,8 @@ mod state;
 mod task;
 
 pub use registry::{
-    Admission, CancelRefusal, ListPage, ListQuery, Outcome, Registry, ReplyRefusal, Started,
+    Admission, CancelRefusal, ListPage, ListQuery, Observer, Outcome, Registry, ReplyRefusal,
+    Started,
 };
 pub use state::{StateFilter, TaskState};
 pub use task::{Owner, Task, TaskInput, Viewer};

@@ -3,7 +3,7 @@
 //! worker wait on.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde_json::{Map, Value};
 use tokio::sync::{oneshot, watch};
@@ -73,7 +73,11 @@ struct Control {
     reply: Option<oneshot::Sender<String>>,
 }
 
+/// Told of every change, under the registry's lock (so it sees changes in order).
+pub type Observer = Arc<dyn Fn(&Task) + Send + Sync>;
+
 struct Inner {
+    observer: Option<Observer>,
     tasks: HashMap<TaskId, Task>,
     order: BTreeMap<u64, TaskId>,
     seq: u64,
@@ -104,6 +108,9 @@ impl Inner {
             task.seq = seq;
             task.changed_at = Millis::now();
             self.order.insert(seq, id.clone());
+            if let Some(observe) = &self.observer {
+                observe(task);
+            }
         }
     }
 
@@ -139,6 +146,7 @@ impl Registry {
     pub fn new(slots: usize) -> Self {
         Registry {
             inner: Mutex::new(Inner {
+                observer: None,
                 tasks: HashMap::new(),
                 order: BTreeMap::new(),
                 seq: 0,
@@ -150,6 +158,17 @@ impl Registry {
             changes: watch::channel(0).0,
             slots,
         }
+    }
+
+    /// Tells `observer` of every change from now on.
+    pub fn observed(self, observer: Observer) -> Self {
+        self.lock().observer = Some(observer);
+        self
+    }
+
+    /// Reads a task the viewer sees, under the lock: consistent with the observer's record.
+    pub fn read<T>(&self, id: &str, viewer: &Viewer, f: impl FnOnce(&Task) -> T) -> Option<T> {
+        self.lock().visible(id, viewer).map(f)
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {

@@ -5,7 +5,10 @@ mod cancel_task;
 mod get_task;
 mod list_tasks;
 mod send_message;
+mod send_streaming_message;
 mod stop_session;
+mod subscribe_to_task;
+mod watch_session;
 
 use serde_json::{Map, Value};
 
@@ -21,13 +24,34 @@ pub async fn apply(door: &Door, req: &Inbound) -> Answer {
         Some(Method::ListTasks) => list_tasks::apply(door, &req.params),
         Some(Method::CancelTask) => cancel_task::apply(door, &req.params),
         Some(Method::StopSession) => stop_session::apply(door),
-        // Streams arrive with the stream module; until then they answer as not served.
+        Some(Method::SendStreamingMessage) => send_streaming_message::apply(door, req),
+        Some(Method::SubscribeToTask) => subscribe_to_task::apply(door, req),
+        Some(Method::WatchSession) => Ok(watch_session::apply(door, req)),
+        // Step 10 lets through only what this door serves; the rest never reach here.
         _ => Err(RpcError::MethodNotFound),
     };
     match outcome {
         Ok(answer) => answer,
         Err(e) => Answer::Error(e),
     }
+}
+
+/// The stream extension is active: the request's A2A-Extensions names its URI.
+fn stream_extension_requested(req: &Inbound) -> bool {
+    req.headers
+        .get_all("a2a-extensions")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|uri| uri.trim() == crate::door::STREAM_URI)
+}
+
+/// The Last-Event-ID a reconnecting client sends.
+fn last_event_id(req: &Inbound) -> Option<u64> {
+    req.headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse().ok())
 }
 
 /// `params.id` of GetTask, CancelTask and SubscribeToTask: a non-empty string.

@@ -35,7 +35,7 @@ pub async fn apply(door: &Door, params: &Map<String, Value>) -> Result<Answer, R
 }
 
 /// A new task: accepted (SUBMITTED) or rejected for room or closing, answered at once.
-fn start_task(door: &Door, msg: &Incoming, viewer: &Viewer) -> Result<crate::ids::TaskId, Value> {
+pub(super) fn start_task(door: &Door, msg: &Incoming, viewer: &Viewer) -> Result<crate::ids::TaskId, Value> {
     let registry = &door.session.registry;
     let mut text = msg.text.clone();
     if !msg.reference_task_ids.is_empty() {
@@ -66,7 +66,7 @@ fn start_task(door: &Door, msg: &Incoming, viewer: &Viewer) -> Result<crate::ids
 }
 
 /// A message naming a task: the reply to a task waiting in TASK_STATE_INPUT_REQUIRED.
-fn continue_task(
+pub(super) fn continue_task(
     door: &Door,
     msg: &Incoming,
     task: &str,
