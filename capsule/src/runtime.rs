@@ -11,6 +11,7 @@ use serde_json::json;
 use tokio::signal::unix::{signal, SignalKind};
 
 use crate::agent;
+use crate::auth::{TokenDigest, TokenTable};
 use crate::door::Door;
 use crate::harness::GRACE;
 use crate::ids::SessionId;
@@ -30,6 +31,10 @@ pub struct CapsuleConfig {
     pub url: String,
     pub mur_exe: PathBuf,
     pub launch: Option<LaunchTask>,
+    /// The digests of the tokens minted for this door (network.authentication); empty when
+    /// the door is public.
+    #[serde(default)]
+    pub tokens: Vec<TokenDigest>,
 }
 
 /// The launch's own task (`mur run --task`).
@@ -142,7 +147,13 @@ async fn run(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
         .launch
         .as_ref()
         .and_then(|l| admit_launch(&session, l));
-    let door = Arc::new(Door::new(session.clone()));
+    let tokens = session
+        .manifest
+        .network
+        .authentication
+        .as_ref()
+        .map(|_| TokenTable::new(&session.manifest.name, &config.tokens));
+    let door = Arc::new(Door::new(session.clone(), tokens));
     let serving = tokio::spawn(door.serve(listener));
     let worker = tokio::spawn(agent::work(session.clone(), driver, launch.clone()));
 

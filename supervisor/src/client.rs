@@ -86,14 +86,39 @@ fn post(
         .map_err(|e| unreachable(url, e))
 }
 
-/// A JSON-RPC call: the result, or the door's error as a CLI error carrying its code.
-pub async fn rpc(url: &str, method: &str, params: Value) -> CliResult<Result<Value, Value>> {
+/// A door and the token (the operator's) to call it with, when it is authenticated.
+pub struct DoorRef<'a> {
+    pub url: &'a str,
+    pub token: Option<String>,
+}
+
+/// A JSON-RPC call: `Ok(result)` or `Err(error)` as the door answered it.
+pub async fn rpc(
+    door: &DoorRef<'_>,
+    method: &str,
+    params: Value,
+) -> CliResult<Result<Value, Value>> {
+    let url = door.url;
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-    let (_, bytes) = send(url, post(url, "/", body, &[])?, None).await?;
+    let auth: Vec<(&str, String)> = door
+        .token
+        .iter()
+        .map(|t| ("authorization", format!("Bearer {t}")))
+        .collect();
+    let (status, bytes) = send(url, post(url, "/", body, &auth)?, None).await?;
     let v: Value = serde_json::from_slice(&bytes).map_err(|e| unreachable(url, e))?;
     match (v.get("result"), v.get("error")) {
         (Some(r), _) => Ok(Ok(r.clone())),
-        (_, Some(e)) => Ok(Err(e.clone())),
+        (_, Some(Value::Object(e))) => Ok(Err(Value::Object(e.clone()))),
+        // An HTTP refusal (401/403): {"error": code, "message": sentence}.
+        (_, Some(Value::String(code))) => Err(CliError::new(
+            Code::Refused,
+            format!(
+                "the door at {url} refused the call (HTTP {status} {code}): {}",
+                v.get("message").and_then(Value::as_str).unwrap_or("")
+            ),
+            "check the session's tokens with `mur token`",
+        )),
         _ => Err(unreachable(url, "the answer is not a JSON-RPC response")),
     }
 }

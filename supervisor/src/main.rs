@@ -6,6 +6,7 @@ mod commands;
 mod error;
 mod launch;
 mod records;
+mod tokens;
 
 use std::os::fd::FromRawFd;
 use std::path::PathBuf;
@@ -57,6 +58,8 @@ enum Cmd {
     Stop { address: String },
     /// Cancel one task of a running session
     Cancel { address: String, task_id: String },
+    /// Print a running session's credentials and tokens, `operator` first
+    Token { address: Option<String> },
     /// Read a session's trace
     Trace {
         #[command(subcommand)]
@@ -126,6 +129,7 @@ async fn dispatch(cmd: Cmd) -> CliResult<i32> {
         Cmd::Ps { json } => commands::ps::run(json).await,
         Cmd::Stop { address } => commands::stop::run(&address).await,
         Cmd::Cancel { address, task_id } => commands::cancel::run(&address, &task_id).await,
+        Cmd::Token { address } => commands::token::run(address.as_deref()),
         Cmd::Trace {
             command: TraceCmd::Show { address, workdir },
         } => commands::trace::run(address.as_deref(), workdir.as_deref()),

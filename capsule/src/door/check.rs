@@ -10,7 +10,9 @@ use serde_json::{Map, Value};
 use super::error::{HttpRefusal, Refusal, RpcError};
 use super::method::Method;
 use super::Door;
+use crate::auth::Credential;
 use crate::manifest::TaskAcceptance;
+use crate::tasks::Viewer;
 
 pub const ORIGIN_HEADER: &str = "x-murmur-task-origin";
 pub const COMPLETION_SESSION_HEADER: &str = "x-murmur-completion-session";
@@ -29,6 +31,18 @@ pub struct Inbound {
     pub method: Option<Method>,
     /// `params`, `{}` when omitted (valid from step 12 on).
     pub params: Map<String, Value>,
+    /// Who the token names, on an authenticated door (from step 2 on).
+    pub credential: Option<Credential>,
+}
+
+impl Inbound {
+    /// Which tasks this caller sees: every task on a public door or for the operator.
+    pub fn viewer(&self) -> Viewer {
+        self.credential
+            .as_ref()
+            .map(Credential::viewer)
+            .unwrap_or(Viewer::Everyone)
+    }
 }
 
 /// A step's verdict; boxed because refusals are large and rare.
@@ -60,9 +74,14 @@ fn rpc(req: &Inbound, e: RpcError) -> Box<Refusal> {
     Box::new(Refusal::Rpc(req.id.clone(), e))
 }
 
-/// Step 2. Public doors ignore Authorization (network.authentication is served in a later
-/// release and refused at launch until then).
-fn token(_door: &Door, _req: &mut Inbound) -> Checked {
+/// Step 2: the token, before anything else is read. A public door ignores Authorization.
+fn token(door: &Door, req: &mut Inbound) -> Checked {
+    if let Some(tokens) = &door.tokens {
+        let credential = tokens
+            .authenticate(&req.headers)
+            .map_err(|r| Box::new(Refusal::Http(r)))?;
+        req.credential = Some(credential);
+    }
     Ok(())
 }
 
@@ -228,9 +247,18 @@ fn method(door: &Door, req: &mut Inbound) -> Checked {
     }
 }
 
-/// Step 11: scopes exist only on authenticated doors.
-fn scope(_door: &Door, _req: &mut Inbound) -> Checked {
-    Ok(())
+/// Step 11: the credential reaches the method's scope (GetExtendedAgentCard needs none).
+fn scope(door: &Door, req: &mut Inbound) -> Checked {
+    let (Some(tokens), Some(credential), Some(scope)) = (
+        &door.tokens,
+        &req.credential,
+        req.method.and_then(Method::scope),
+    ) else {
+        return Ok(());
+    };
+    tokens
+        .authorize(credential, scope)
+        .map_err(|r| Box::new(Refusal::Http(r)))
 }
 
 /// Step 12: params, when present, is an object.

@@ -1,6 +1,7 @@
 //! The JSON-RPC method names: the proto's A2AService in its order, then murmur's own. Spelled
 //! here and nowhere else.
 
+use crate::auth::scope::Scope;
 use crate::manifest::TaskAcceptance;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Hash)]
@@ -73,6 +74,21 @@ impl Method {
             .find(|(m, _)| *m == self)
             .map(|(_, n)| *n)
             .unwrap_or("")
+    }
+
+    /// The scope a token needs for this method; `None` where every valid token is enough.
+    pub fn scope(self) -> Option<Scope> {
+        match self {
+            Method::SendMessage => Some(Scope::SendMessage),
+            Method::SendStreamingMessage => Some(Scope::SendStreamingMessage),
+            Method::GetTask => Some(Scope::GetTask),
+            Method::ListTasks => Some(Scope::ListTasks),
+            Method::CancelTask => Some(Scope::CancelTask),
+            Method::SubscribeToTask => Some(Scope::SubscribeToTask),
+            Method::WatchSession => Some(Scope::WatchSession),
+            Method::StopSession => Some(Scope::StopSession),
+            _ => None,
+        }
     }
 
     pub fn is_push_config(self) -> bool {

@@ -27,17 +27,21 @@ use serde_json::{json, Map, Value};
 use tokio::net::TcpListener;
 
 pub use card::{CAPSULE_URI, DOOR_URI, STREAM_URI};
+pub use error::HttpRefusal;
 pub use method::Method;
 
+use crate::auth::TokenTable;
 use crate::session::Session;
 use check::Inbound;
-use error::{HttpRefusal, Refusal, RpcError};
+use error::{Refusal, RpcError};
 
 pub const CARD_PATH: &str = "/.well-known/agent-card.json";
 
 /// The door of one session.
 pub struct Door {
     pub session: Arc<Session>,
+    /// The minted tokens, on a door declaring network.authentication.
+    pub tokens: Option<TokenTable>,
     /// What POST / serves, in the door extension's order.
     pub methods: Vec<Method>,
     card: Bytes,
@@ -56,7 +60,7 @@ pub enum Answer {
 type HttpResponse = Response<BoxBody<Bytes, Infallible>>;
 
 impl Door {
-    pub fn new(session: Arc<Session>) -> Door {
+    pub fn new(session: Arc<Session>, tokens: Option<TokenTable>) -> Door {
         let m = &session.manifest;
         let authenticated = m.network.authentication.is_some();
         let methods = method::served(m.lifecycle.task_acceptance, authenticated);
@@ -77,6 +81,7 @@ impl Door {
         let body_limit = (images / 3 * 4 + (1 << 20)).clamp(4 << 20, 256 << 20);
         Door {
             session,
+            tokens,
             methods,
             card,
             body_limit,
@@ -129,6 +134,7 @@ impl Door {
             method_name: String::new(),
             method: None,
             params: Map::new(),
+            credential: None,
         };
         if let Err(refusal) = check::run(self, &check::BEFORE_BODY, &mut inbound) {
             return refusal_response(*refusal);

@@ -113,7 +113,12 @@ impl EventLog {
         let log = self.log.lock().unwrap_or_else(|e| e.into_inner());
         let oldest = log.buffer.front().map(|e| e.id).unwrap_or(log.next_id);
         let gap = after + 1 < oldest;
-        let events = log.buffer.iter().filter(|e| e.id > after).cloned().collect();
+        let events = log
+            .buffer
+            .iter()
+            .filter(|e| e.id > after)
+            .cloned()
+            .collect();
         (gap, events)
     }
 }
@@ -121,4 +126,41 @@ impl EventLog {
 /// The metadata key frames ride under.
 pub fn frame_metadata(meta: Value) -> Value {
     json!({ STREAM_URI: meta })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replay_serves_what_the_buffer_holds_and_reports_a_gap_past_it() {
+        let log = EventLog::default();
+        for n in 0..(REPLAY + 10) {
+            log.push("tsk_x", json!({ "n": n }), false);
+        }
+        assert_eq!(log.last_id(), (REPLAY + 10) as u64);
+        let (gap, events) = log.replay_after(REPLAY as u64);
+        assert!(!gap);
+        assert_eq!(events.len(), 10);
+        assert_eq!(events[0].id, REPLAY as u64 + 1);
+        let (gap, events) = log.replay_after(3);
+        assert!(gap, "events 4..=10 fell out of the buffer");
+        assert_eq!(events.len(), REPLAY);
+        let (gap, _) = log.replay_after(10);
+        assert!(!gap, "the buffer starts at 11: nothing after 10 is lost");
+    }
+
+    #[test]
+    fn a_live_subscriber_sees_events_in_order() {
+        let log = EventLog::default();
+        let mut rx = log.subscribe();
+        log.push("a", json!(1), false);
+        log.push("b", json!(2), true);
+        assert_eq!(rx.try_recv().map(|e| e.id).ok(), Some(1));
+        let second = rx.try_recv().ok();
+        assert_eq!(
+            second.as_ref().map(|e| (e.id, e.ends_task)),
+            Some((2, true))
+        );
+    }
 }

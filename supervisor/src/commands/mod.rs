@@ -5,6 +5,7 @@ pub mod helpers;
 pub mod ps;
 pub mod run;
 pub mod stop;
+pub mod token;
 pub mod trace;
 
 use serde_json::Value;

@@ -20,6 +20,7 @@ use crate::client;
 use crate::error::{CliError, CliResult, Code};
 use crate::launch;
 use crate::records::{self, RunningCapsule};
+use crate::tokens;
 
 pub struct RunArgs {
     pub manifest: PathBuf,
@@ -42,16 +43,6 @@ fn check_runnable(m: &Manifest) -> CliResult<()> {
             Code::NotAvailable,
             format!("{}: inference.transport: http is not available in this release", m.path.display()),
             "run the capsule on inference.transport: process with a process driver (see manifests/worker.yaml)",
-        ));
-    }
-    if m.network.authentication.is_some() {
-        return Err(CliError::new(
-            Code::NotAvailable,
-            format!(
-                "{}: network.authentication is not available in this release",
-                m.path.display()
-            ),
-            "remove network.authentication to serve a public door on loopback",
         ));
     }
     if capsule::harness::driver_of(m).is_none() {
@@ -132,6 +123,14 @@ pub async fn run(args: RunArgs) -> CliResult<i32> {
     let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
     let url = format!("http://localhost:{port}");
     launch::become_subreaper();
+    let minted = tokens::mint(&m);
+    tokens::save(session_id.as_str(), &minted).map_err(|e| {
+        CliError::new(
+            Code::Records,
+            format!("cannot write the session's tokens: {e}"),
+            "check that $MURMUR_HOME is writable",
+        )
+    })?;
     let config = CapsuleConfig {
         manifest: m.path.clone(),
         session_id: session_id.to_string(),
@@ -140,6 +139,7 @@ pub async fn run(args: RunArgs) -> CliResult<i32> {
         url: url.clone(),
         mur_exe: std::env::current_exe().unwrap_or_default(),
         launch: launch_task,
+        tokens: tokens::digests(&minted),
     };
     let mut child = launch::spawn_capsule(&listener, &config)?;
     drop(listener);
@@ -149,6 +149,7 @@ pub async fn run(args: RunArgs) -> CliResult<i32> {
     if let Err(e) = wait_ready(&url, &exited).await {
         launch::terminate_group(pid, Signal::SIGKILL);
         launch::sweep();
+        tokens::remove(session_id.as_str());
         return Err(e);
     }
     let record = RunningCapsule {
@@ -169,9 +170,18 @@ pub async fn run(args: RunArgs) -> CliResult<i32> {
     announce(&args, &m, &record, &workdir);
     relay_stdout(&mut child);
 
-    let code = supervise(&url, pid, &exited).await;
+    let operator = minted
+        .iter()
+        .find(|t| t.scopes.is_none())
+        .map(|t| t.token.clone());
+    let door = client::DoorRef {
+        url: &url,
+        token: operator,
+    };
+    let code = supervise(&door, pid, &exited).await;
     launch::sweep();
     record.remove();
+    tokens::remove(session_id.as_str());
     Ok(code)
 }
 
@@ -229,7 +239,7 @@ fn relay_stdout(child: &mut Child) {
 
 /// Waits for the capsule to end on its own, or stops it on Ctrl-C / SIGTERM. Answers the exit
 /// status of `mur run`.
-async fn supervise(url: &str, pid: i32, exited: &mpsc::Receiver<i32>) -> i32 {
+async fn supervise(door: &client::DoorRef<'_>, pid: i32, exited: &mpsc::Receiver<i32>) -> i32 {
     let (Ok(mut int), Ok(mut term)) = (
         signal(SignalKind::interrupt()),
         signal(SignalKind::terminate()),
@@ -244,7 +254,7 @@ async fn supervise(url: &str, pid: i32, exited: &mpsc::Receiver<i32>) -> i32 {
     // Stop: the session's account first, while the capsule can still give it.
     let _ = tokio::time::timeout(
         Duration::from_secs(5),
-        client::rpc(url, "murmur.StopSession", json!({})),
+        client::rpc(door, "murmur.StopSession", json!({})),
     )
     .await;
     launch::terminate_group(pid, Signal::SIGTERM);

@@ -10,7 +10,6 @@ use crate::door::check::Inbound;
 use crate::door::error::RpcError;
 use crate::door::{Answer, Door, DOOR_URI, STREAM_URI};
 use crate::stream::{self, StreamSpec};
-use crate::tasks::Viewer;
 
 pub fn apply(door: &Door, req: &Inbound) -> Result<Answer, RpcError> {
     let msg = parse(door, &req.params)?;
@@ -23,7 +22,7 @@ pub fn apply(door: &Door, req: &Inbound) -> Result<Answer, RpcError> {
     .flatten()
     .collect();
     let extensions = (!extensions.is_empty()).then(|| extensions.join(", "));
-    let viewer = Viewer::Everyone;
+    let viewer = req.viewer();
     let session = &door.session;
     // Events recorded from here on are live for this stream; the opening snapshot covers the rest.
     let before = session.events.last_id();
@@ -55,5 +54,8 @@ pub fn apply(door: &Door, req: &Inbound) -> Result<Answer, RpcError> {
         frames,
         only_opening,
     };
-    Ok(Answer::Stream(stream::open(session.clone(), spec), extensions))
+    Ok(Answer::Stream(
+        stream::open(session.clone(), spec),
+        extensions,
+    ))
 }

@@ -9,13 +9,12 @@ use crate::door::error::RpcError;
 use crate::door::method::Method;
 use crate::door::{Answer, Door, STREAM_URI};
 use crate::stream::{self, StreamSpec};
-use crate::tasks::Viewer;
 
 pub fn apply(door: &Door, req: &Inbound) -> Result<Answer, RpcError> {
     let id = required_id(&req.params, Method::SubscribeToTask)?;
     let session = &door.session;
     // The snapshot and the newest event id are read together, so no change is lost or repeated.
-    let snapshot = session.registry.read(&id, &Viewer::Everyone, |t| {
+    let snapshot = session.registry.read(&id, &req.viewer(), |t| {
         (t.state, t.to_json(None), session.events.last_id())
     });
     let Some((state, task, newest)) = snapshot else {
@@ -23,7 +22,10 @@ pub fn apply(door: &Door, req: &Inbound) -> Result<Answer, RpcError> {
     };
     if state.is_terminal() {
         return Err(RpcError::Unsupported(
-            format!("task {id} has ended ({}); there is nothing left to subscribe to", state.wire()),
+            format!(
+                "task {id} has ended ({}); there is nothing left to subscribe to",
+                state.wire()
+            ),
             vec![("taskId", id), ("state", state.wire().to_owned())],
         ));
     }

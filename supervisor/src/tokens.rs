@@ -1,0 +1,96 @@
+//! Door tokens: minted per launch for an authenticated capsule (`operator` first, then each
+//! declared credential), kept in a 0600 file beside the running-capsule record and never in the
+//! record, the trace or a log line. The capsule receives only their sha256 digests.
+
+use std::path::PathBuf;
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+use rand::RngCore;
+
+use capsule::auth::{digest_hex, TokenDigest, OPERATOR};
+use capsule::manifest::Manifest;
+
+use crate::records::{run_dir, write_private};
+
+/// One credential's token.
+pub struct Minted {
+    pub credential: String,
+    pub token: String,
+    pub scopes: Option<Vec<String>>,
+}
+
+fn fresh() -> String {
+    let mut bytes = [0u8; 32];
+    rand::thread_rng().fill_bytes(&mut bytes);
+    format!("mur_{}", URL_SAFE_NO_PAD.encode(bytes))
+}
+
+/// The tokens a launch of `m` mints: none for a public door.
+pub fn mint(m: &Manifest) -> Vec<Minted> {
+    let Some(auth) = &m.network.authentication else {
+        return Vec::new();
+    };
+    let mut out = vec![Minted {
+        credential: OPERATOR.to_owned(),
+        token: fresh(),
+        scopes: None,
+    }];
+    for (name, scopes) in &auth.credentials {
+        out.push(Minted {
+            credential: name.clone(),
+            token: fresh(),
+            scopes: Some(scopes.iter().map(|s| s.as_str().to_owned()).collect()),
+        });
+    }
+    out
+}
+
+pub fn digests(minted: &[Minted]) -> Vec<TokenDigest> {
+    minted
+        .iter()
+        .map(|m| TokenDigest {
+            credential: m.credential.clone(),
+            sha256: digest_hex(&m.token),
+            scopes: m.scopes.clone(),
+        })
+        .collect()
+}
+
+fn path(session_id: &str) -> PathBuf {
+    run_dir().join(format!("{session_id}.tokens"))
+}
+
+/// Writes `credential token` lines, operator first, mode 0600.
+pub fn save(session_id: &str, minted: &[Minted]) -> std::io::Result<()> {
+    if minted.is_empty() {
+        return Ok(());
+    }
+    let text: String = minted
+        .iter()
+        .map(|m| format!("{} {}\n", m.credential, m.token))
+        .collect();
+    write_private(&path(session_id), text.as_bytes())
+}
+
+/// `(credential, token)` pairs of a running session, operator first; empty for a public door.
+pub fn load(session_id: &str) -> Vec<(String, String)> {
+    std::fs::read_to_string(path(session_id))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .map(|(c, t)| (c.to_owned(), t.to_owned()))
+        .collect()
+}
+
+/// The operator token of a running session, when its door is authenticated.
+pub fn operator(session_id: &str) -> Option<String> {
+    load(session_id)
+        .into_iter()
+        .find(|(c, _)| c == OPERATOR)
+        .map(|(_, t)| t)
+}
+
+pub fn remove(session_id: &str) {
+    let _ = std::fs::remove_file(path(session_id));
+}

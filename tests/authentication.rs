@@ -1,0 +1,253 @@
+//! An authenticated door (network.authentication), through the real `mur`: minted tokens and
+//! `mur token`, the step-2 and step-11 refusals with their exact status, challenge and body, the
+//! public card it serves, and the operator's reach (mur stop and cancel use its token).
+
+mod support;
+
+use serde_json::{json, Value};
+use support::*;
+
+const AUTH: &str = "network:
+  authentication:
+    scheme: bearer
+    credentials:
+      watcher: { scopes: [GetTask, ListTasks, murmur.WatchSession] }
+      sender: { scopes: [SendMessage, GetTask, ListTasks] }
+";
+
+struct Door {
+    run: Launch,
+    tokens: Vec<(String, String)>,
+}
+
+impl Door {
+    fn start(home: &Home) -> Door {
+        let f = Fixture {
+            name: "guarded",
+            extra: AUTH,
+            ..Fixture::default()
+        };
+        let manifest = home.write("capsule/murmur.yaml", &f.yaml());
+        let run = Launch::start(home, &manifest, &[]);
+        let (code, out, err) = home.run(&["token", "@1"]);
+        assert_eq!(code, 0, "{err}");
+        let tokens = out
+            .lines()
+            .map(|l| {
+                let (c, t) = l.split_once(' ').unwrap();
+                (c.to_owned(), t.to_owned())
+            })
+            .collect();
+        Door { run, tokens }
+    }
+
+    fn token(&self, credential: &str) -> &str {
+        &self.tokens.iter().find(|(c, _)| c == credential).unwrap().1
+    }
+
+    fn call(&self, auth: &[&str], method: &str, params: Value) -> Resp {
+        let mut headers = vec![("A2A-Version", "1.0")];
+        headers.extend(auth.iter().map(|a| ("Authorization", *a)));
+        self.run.post(&request(json!(1), method, params), &headers)
+    }
+}
+
+#[test]
+fn tokens_are_minted_per_credential_operator_first_and_kept_private() {
+    let home = Home::new();
+    let door = Door::start(&home);
+    let names: Vec<&str> = door.tokens.iter().map(|(c, _)| c.as_str()).collect();
+    assert_eq!(names, ["operator", "watcher", "sender"]);
+    let mut seen: Vec<&str> = door.tokens.iter().map(|(_, t)| t.as_str()).collect();
+    seen.dedup();
+    assert_eq!(seen.len(), 3);
+    let file = home
+        .home
+        .join("run")
+        .join(format!("{}.tokens", door.run.session));
+    let mode =
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&file).unwrap().permissions());
+    assert_eq!(mode & 0o777, 0o600);
+    let record = std::fs::read_to_string(
+        home.home
+            .join("run")
+            .join(format!("{}.json", door.run.session)),
+    )
+    .unwrap();
+    let trace =
+        std::fs::read_to_string(home.records(&door.run.session).join("trace.jsonl")).unwrap();
+    for (_, t) in &door.tokens {
+        assert!(
+            !record.contains(t.as_str()) && !trace.contains(t.as_str()),
+            "a token leaked"
+        );
+    }
+}
+
+#[test]
+fn the_token_is_checked_before_anything_else() {
+    let home = Home::new();
+    let door = Door::start(&home);
+    let realm = "Bearer realm=\"guarded\"";
+    let invalid = "Bearer realm=\"guarded\", error=\"invalid_token\"";
+    let operator = format!("Bearer {}", door.token("operator"));
+    let rows: Vec<(Vec<String>, &str, &str)> = vec![
+        (vec![], realm, "unauthenticated"),
+        (vec!["Basic abc".into()], invalid, "invalid_token"),
+        (
+            vec!["Bearer mur_not-minted".into()],
+            invalid,
+            "invalid_token",
+        ),
+        (
+            vec![operator.clone(), operator.clone()],
+            invalid,
+            "invalid_token",
+        ),
+    ];
+    for (auth, challenge, error) in rows {
+        let auth: Vec<&str> = auth.iter().map(String::as_str).collect();
+        // Even a request that would be 404 or -32700 is refused for its token first.
+        let resp = door.call(&auth, "GetTask", json!({"id": "x"}));
+        assert_eq!(resp.status, 401, "{auth:?}");
+        assert_eq!(resp.header("www-authenticate"), Some(challenge));
+        assert_eq!(resp.json()["error"], error);
+        assert!(resp.json()["message"].is_string());
+        let mut headers = vec![("Content-Type", "text/plain")];
+        headers.extend(auth.iter().map(|a| ("Authorization", *a)));
+        let nowhere = http(door.run.port, "GET", "/nowhere", &headers, b"");
+        assert_eq!(nowhere.status, 401);
+    }
+    // The scheme name matches in any case; the token exactly.
+    let lower = format!("bearer {}", door.token("operator"));
+    assert_eq!(door.call(&[&lower], "ListTasks", json!({})).status, 200);
+    let upper = format!("Bearer {}", door.token("operator").to_uppercase());
+    assert_eq!(door.call(&[&upper], "ListTasks", json!({})).status, 401);
+    // The card needs no token.
+    assert_eq!(
+        http(
+            door.run.port,
+            "GET",
+            "/.well-known/agent-card.json",
+            &[],
+            b""
+        )
+        .status,
+        200
+    );
+}
+
+#[test]
+fn a_credential_reaches_only_its_scopes() {
+    let home = Home::new();
+    let door = Door::start(&home);
+    let watcher = format!("Bearer {}", door.token("watcher"));
+    let resp = door.call(&[&watcher], "SendMessage", message("hi", true));
+    assert_eq!(resp.status, 403);
+    assert_eq!(
+        resp.header("www-authenticate"),
+        Some("Bearer realm=\"guarded\", error=\"insufficient_scope\", scope=\"SendMessage\"")
+    );
+    assert_eq!(
+        resp.json(),
+        json!({"error": "insufficient_scope", "message": "credential 'watcher' does not reach SendMessage"})
+    );
+    let stop = door.call(&[&watcher], "murmur.StopSession", json!({}));
+    assert_eq!(stop.status, 403);
+    assert_eq!(
+        stop.json()["message"],
+        "credential 'watcher' does not reach murmur.StopSession"
+    );
+    assert_eq!(door.call(&[&watcher], "ListTasks", json!({})).status, 200);
+    // Push config methods answer -32003 before any scope check.
+    let push = door.call(&[&watcher], "GetTaskPushNotificationConfig", json!({}));
+    assert_eq!(
+        (push.status, push.json()["error"]["code"].as_i64()),
+        (200, Some(-32003))
+    );
+    assert_eq!(
+        door.run.rpc("ListTasks", json!({}))["result"],
+        Value::Null,
+        "no token, no answer"
+    );
+}
+
+#[test]
+fn the_public_card_of_an_authenticated_door() {
+    let home = Home::new();
+    let door = Door::start(&home);
+    let card = http(
+        door.run.port,
+        "GET",
+        "/.well-known/agent-card.json",
+        &[],
+        b"",
+    )
+    .json();
+    assert_eq!(card["capabilities"]["extendedAgentCard"], true);
+    let uris: Vec<&str> = card["capabilities"]["extensions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["uri"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        uris,
+        [DOOR_URI, STREAM_URI],
+        "the capsule extension moves to the extended card"
+    );
+    assert_eq!(
+        card["capabilities"]["extensions"][0]["params"]["methods"],
+        json!([
+            "SendMessage",
+            "SendStreamingMessage",
+            "murmur.WatchSession",
+            "GetTask",
+            "ListTasks",
+            "CancelTask",
+            "SubscribeToTask",
+            "murmur.StopSession",
+            "GetExtendedAgentCard"
+        ])
+    );
+    assert_eq!(
+        card["securitySchemes"],
+        json!({"bearer": {"httpAuthSecurityScheme": {"scheme": "Bearer",
+            "description": "A token this capsule's runtime mints at launch and accepts until the session ends."}}})
+    );
+    assert_eq!(
+        card["securityRequirements"],
+        json!([{"schemes": {"bearer": {"list": []}}}])
+    );
+    assert_eq!(
+        card["skills"][0]["securityRequirements"],
+        json!([{"schemes": {"bearer": {"list": ["SendMessage"]}}}, {"schemes": {"bearer": {"list": ["SendStreamingMessage"]}}}])
+    );
+}
+
+#[test]
+fn mur_cancel_and_stop_use_the_operator_token() {
+    let home = Home::new();
+    let door = Door::start(&home);
+    let operator = format!("Bearer {}", door.token("operator"));
+    let task = door
+        .call(&[&operator], "SendMessage", message("@sleep 30", true))
+        .json();
+    let id = task["result"]["task"]["id"].as_str().unwrap().to_owned();
+    let (code, out, err) = home.run(&["cancel", "@1", &id]);
+    assert_eq!((code, out), (0, format!("canceled: {id}\n")), "{err}");
+    let (code, out, err) = home.run(&["stop", "@1"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.ends_with(&format!("stopped: {}\n", door.run.session)),
+        "{out}"
+    );
+    assert!(
+        !home
+            .home
+            .join("run")
+            .join(format!("{}.tokens", door.run.session))
+            .exists(),
+        "tokens die with the session"
+    );
+}

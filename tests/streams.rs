@@ -1,0 +1,300 @@
+//! Streams (DESIGN §9) through the real `mur`: SendStreamingMessage, SubscribeToTask and
+//! murmur.WatchSession as text/event-stream, event ids, replay from Last-Event-ID with a gap
+//! frame, the extension headers, and the refusals that answer one JSON body instead.
+
+mod support;
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use support::*;
+
+/// An open SSE response read event by event.
+struct Sse {
+    status: u16,
+    headers: Vec<(String, String)>,
+    reader: BufReader<TcpStream>,
+}
+
+/// One SSE event: its `id:` (when numbered) and its `data:` JSON.
+#[derive(Debug)]
+struct Event {
+    id: Option<u64>,
+    data: Value,
+}
+
+fn open(port: u16, body: &str, headers: &[(&str, &str)]) -> Sse {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut req = format!(
+        "POST / HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nA2A-Version: 1.0\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    req.push_str(body);
+    s.write_all(req.as_bytes()).unwrap();
+    let mut reader = BufReader::new(s);
+    let mut line = String::new();
+    reader.read_line(&mut line).unwrap();
+    let status = line.split(' ').nth(1).unwrap().parse().unwrap();
+    let mut headers = Vec::new();
+    loop {
+        line.clear();
+        reader.read_line(&mut line).unwrap();
+        if line.trim().is_empty() {
+            break;
+        }
+        let (k, v) = line.split_once(':').unwrap();
+        headers.push((k.trim().to_ascii_lowercase(), v.trim().to_owned()));
+    }
+    Sse {
+        status,
+        headers,
+        reader,
+    }
+}
+
+impl Sse {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The next event; `None` when the stream ended. Chunk-size lines and comments are skipped.
+    fn next(&mut self) -> Option<Event> {
+        let mut id = None;
+        let mut line = String::new();
+        loop {
+            line.clear();
+            if self.reader.read_line(&mut line).ok()? == 0 {
+                return None;
+            }
+            let l = line.trim_end();
+            if let Some(n) = l.strip_prefix("id: ") {
+                id = n.parse().ok();
+            } else if let Some(d) = l.strip_prefix("data: ") {
+                return Some(Event {
+                    id,
+                    data: serde_json::from_str(d).unwrap(),
+                });
+            } else if l == "0" {
+                return None;
+            }
+        }
+    }
+
+    /// Every event until the stream ends.
+    fn rest(&mut self) -> Vec<Event> {
+        std::iter::from_fn(|| self.next()).collect()
+    }
+}
+
+fn states(events: &[Event]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| {
+            let r = &e.data["result"];
+            r.pointer("/task/status/state")
+                .or(r.pointer("/statusUpdate/status/state"))
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        })
+        .collect()
+}
+
+fn launch(home: &Home) -> Launch {
+    let manifest = home.write("capsule/murmur.yaml", &Fixture::default().yaml());
+    Launch::start(home, &manifest, &[])
+}
+
+#[test]
+fn send_streaming_message_streams_the_task_to_its_end() {
+    let home = Home::new();
+    let run = launch(&home);
+    let body = request(
+        json!("s-1"),
+        "SendStreamingMessage",
+        message("@sleep 0.2", false),
+    );
+    let mut sse = open(run.port, &body, &[]);
+    assert_eq!(sse.status, 200);
+    assert_eq!(sse.header("content-type"), Some("text/event-stream"));
+    assert_eq!(sse.header("cache-control"), Some("no-cache"));
+    assert_eq!(
+        sse.header("a2a-extensions"),
+        None,
+        "nothing activated, nothing echoed"
+    );
+    let events = sse.rest();
+    assert!(events
+        .iter()
+        .all(|e| e.data["id"] == "s-1" && e.data["jsonrpc"] == "2.0"));
+    assert_eq!(
+        states(&events),
+        [
+            "TASK_STATE_SUBMITTED",
+            "TASK_STATE_WORKING",
+            "TASK_STATE_COMPLETED"
+        ]
+    );
+    assert!(events[0].id.is_none(), "the opening task is unnumbered");
+    let ids: Vec<u64> = events.iter().filter_map(|e| e.id).collect();
+    assert!(
+        ids.windows(2).all(|w| w[0] < w[1]),
+        "strictly increasing: {ids:?}"
+    );
+    let artifact = events
+        .iter()
+        .find(|e| e.data["result"].get("artifactUpdate").is_some())
+        .unwrap();
+    assert_eq!(
+        artifact.data["result"]["artifactUpdate"]["artifact"]["artifactId"],
+        "response"
+    );
+    let last = &events.last().unwrap().data["result"]["statusUpdate"];
+    assert_eq!(
+        last["status"]["message"]["parts"][0]["text"],
+        "task completed"
+    );
+}
+
+#[test]
+fn a_busy_door_streams_one_rejected_task() {
+    let home = Home::new();
+    let f = Fixture {
+        acceptance: "single",
+        queue_depth: None,
+        ..Fixture::default()
+    };
+    let manifest = home.write("capsule/murmur.yaml", &f.yaml());
+    let run = Launch::start(&home, &manifest, &[]);
+    run.send("@sleep 30", true);
+    let body = request(json!(2), "SendStreamingMessage", message("more", false));
+    let events = open(run.port, &body, &[]).rest();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(
+        events[0].data["result"]["task"]["status"]["state"],
+        "TASK_STATE_REJECTED"
+    );
+}
+
+#[test]
+fn subscribe_follows_a_live_task_and_refuses_ended_and_unknown_ones() {
+    let home = Home::new();
+    let run = launch(&home);
+    let id = run.send("@sleep 0.5", true)["result"]["task"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let body = request(json!(3), "SubscribeToTask", json!({"id": id}));
+    let mut sse = open(run.port, &body, &[("A2A-Extensions", STREAM_URI)]);
+    assert_eq!(sse.header("a2a-extensions"), Some(STREAM_URI));
+    let events = sse.rest();
+    assert_eq!(events[0].data["result"]["task"]["id"], id.as_str());
+    assert_eq!(
+        states(&events).last().map(String::as_str),
+        Some("TASK_STATE_COMPLETED")
+    );
+
+    let ended = run.post(&body, &[("A2A-Version", "1.0")]);
+    assert_eq!(
+        ended.header("content-type"),
+        Some("application/json"),
+        "a refusal is one JSON body"
+    );
+    let e = &ended.json()["error"];
+    assert_eq!(e["code"], -32004);
+    assert_eq!(
+        e["data"][0]["metadata"],
+        json!({"taskId": id, "state": "TASK_STATE_COMPLETED"})
+    );
+    let unknown = run.post(
+        &request(json!(4), "SubscribeToTask", json!({"id": "tsk_unknown"})),
+        &[("A2A-Version", "1.0")],
+    );
+    assert_eq!(unknown.json()["error"]["code"], -32001);
+    let no_id = run.post(
+        &request(json!(5), "SubscribeToTask", json!({})),
+        &[("A2A-Version", "1.0")],
+    );
+    assert_eq!(
+        no_id.json()["error"]["message"],
+        "SubscribeToTask requires an id"
+    );
+}
+
+#[test]
+fn watch_session_acks_replays_and_follows_live_events() {
+    let home = Home::new();
+    let run = launch(&home);
+    run.send("one", false);
+    run.send("two", false);
+    let body = request(json!(1), "murmur.WatchSession", json!({}));
+    let mut watch = open(run.port, &body, &[]);
+    assert_eq!(
+        watch.header("a2a-extensions"),
+        Some(format!("{DOOR_URI}, {STREAM_URI}").as_str())
+    );
+    let ack = watch.next().unwrap();
+    assert!(ack.id.is_none());
+    let meta = &ack.data["result"]["message"]["metadata"][STREAM_URI];
+    assert_eq!(
+        meta,
+        &json!({"frame": "connection-ack", "role": "observer", "conversationMode": "stateless"})
+    );
+    // The replay: both tasks from the start of the buffer.
+    let mut replayed = Vec::new();
+    while replayed.len() < 8 {
+        replayed.push(watch.next().unwrap());
+    }
+    assert_eq!(replayed[0].id, Some(1));
+    let done = states(&replayed)
+        .iter()
+        .filter(|s| *s == "TASK_STATE_COMPLETED")
+        .count();
+    assert_eq!(done, 2);
+    // Live: a new task's events arrive, and the stream stays open after it ends.
+    run.send("three", true);
+    let live = watch.next().unwrap();
+    assert_eq!(live.id, Some(9));
+    assert_eq!(states(&[live]), ["TASK_STATE_SUBMITTED"]);
+
+    // Reconnect from id 5: events 6.. only.
+    let mut again = open(run.port, &body, &[("Last-Event-ID", "5")]);
+    again.next().unwrap();
+    assert_eq!(again.next().unwrap().id, Some(6));
+}
+
+#[test]
+fn stream_refusals_are_one_json_body() {
+    let home = Home::new();
+    let run = launch(&home);
+    let wrong_version = http(
+        run.port,
+        "POST",
+        "/",
+        &[("Content-Type", "application/json"), ("A2A-Version", "0.3")],
+        request(json!(1), "murmur.WatchSession", json!({})).as_bytes(),
+    );
+    assert_eq!(
+        wrong_version.header("content-type"),
+        Some("application/json")
+    );
+    assert_eq!(wrong_version.json()["error"]["code"], -32009);
+    let mut p = message("x", false);
+    p["configuration"] = json!({"taskPushNotificationConfig": {"url": "http://example.invalid"}});
+    let push = run.post(
+        &request(json!(2), "SendStreamingMessage", p),
+        &[("A2A-Version", "1.0")],
+    );
+    assert_eq!(push.json()["error"]["code"], -32003);
+    let list = run.rpc("ListTasks", json!({}));
+    assert_eq!(list["result"]["totalSize"], 0, "no refusal started a task");
+}
