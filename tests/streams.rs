@@ -298,3 +298,38 @@ fn stream_refusals_are_one_json_body() {
     let list = run.rpc("ListTasks", json!({}));
     assert_eq!(list["result"]["totalSize"], 0, "no refusal started a task");
 }
+
+#[test]
+fn harness_turns_are_text_frames_when_the_stream_extension_is_asked_for() {
+    let home = Home::new();
+    let f = Fixture {
+        dialect: "stream-json",
+        ..Fixture::default()
+    };
+    let manifest = home.write("capsule/murmur.yaml", &f.yaml());
+    let run = Launch::start(&home, &manifest, &[]);
+    let body = request(json!(1), "SendStreamingMessage", message("@turns 2", false));
+    let mut sse = open(run.port, &body, &[("A2A-Extensions", STREAM_URI)]);
+    assert_eq!(sse.header("a2a-extensions"), Some(STREAM_URI));
+    let events = sse.rest();
+    let frames: Vec<&Value> = events
+        .iter()
+        .filter_map(|e| e.data["result"].get("message"))
+        .collect();
+    assert_eq!(frames.len(), 2, "{events:?}");
+    for (n, f) in frames.iter().enumerate() {
+        assert_eq!(f["parts"][0]["text"], format!("turn {}", n + 1));
+        assert_eq!(f["metadata"][STREAM_URI]["frame"], "text");
+        assert_eq!(f["role"], "ROLE_AGENT");
+        assert!(f["taskId"].as_str().unwrap().starts_with("tsk_"));
+    }
+    // Without the header, the same task streams A2A events only.
+    let plain = open(run.port, &body, &[]).rest();
+    assert!(plain
+        .iter()
+        .all(|e| e.data["result"].get("message").is_none()));
+    assert_eq!(
+        states(&plain).last().map(String::as_str),
+        Some("TASK_STATE_COMPLETED")
+    );
+}

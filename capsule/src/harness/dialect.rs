@@ -17,10 +17,11 @@ pub struct Transcript {
     pub raw: String,
 }
 
-/// Feeds one stream-json line (Claude Code's `--output-format stream-json`).
-pub fn stream_json_line(t: &mut Transcript, line: &str) {
+/// Feeds one stream-json line (Claude Code's `--output-format stream-json`); answers the text
+/// of an assistant turn, which streams carry as a `text` frame.
+pub fn stream_json_line(t: &mut Transcript, line: &str) -> Option<String> {
     let Ok(v) = serde_json::from_str::<Value>(line) else {
-        return;
+        return None;
     };
     let str_of = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_owned);
     match v.get("type").and_then(Value::as_str) {
@@ -29,7 +30,18 @@ pub fn stream_json_line(t: &mut Transcript, line: &str) {
                 t.session = Some(s);
             }
         }
-        Some("assistant") => t.turns += 1,
+        Some("assistant") => {
+            t.turns += 1;
+            let text: Vec<&str> = v
+                .pointer("/message/content")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter(|c| c.get("type").and_then(Value::as_str) == Some("text"))
+                .filter_map(|c| c.get("text").and_then(Value::as_str))
+                .collect();
+            return (!text.is_empty()).then(|| text.join("\n"));
+        }
         Some("result") => {
             if let Some(s) = str_of("session_id") {
                 t.session = Some(s);
@@ -47,12 +59,13 @@ pub fn stream_json_line(t: &mut Transcript, line: &str) {
         }
         _ => {}
     }
+    None
 }
 
-/// Feeds one `codex exec --json` event line.
-pub fn codex_line(t: &mut Transcript, line: &str) {
+/// Feeds one `codex exec --json` event line; answers the text of an agent message.
+pub fn codex_line(t: &mut Transcript, line: &str) -> Option<String> {
     let Ok(v) = serde_json::from_str::<Value>(line) else {
-        return;
+        return None;
     };
     match v.get("type").and_then(Value::as_str) {
         Some("thread.started") => {
@@ -67,6 +80,7 @@ pub fn codex_line(t: &mut Transcript, line: &str) {
             if kind == Some("agent_message") {
                 if let Some(text) = item.and_then(|i| i.get("text")).and_then(Value::as_str) {
                     t.answer = Some(text.to_owned());
+                    return Some(text.to_owned());
                 }
             }
         }
@@ -80,6 +94,7 @@ pub fn codex_line(t: &mut Transcript, line: &str) {
         }
         _ => {}
     }
+    None
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@ mod reap;
 
 use std::path::Path;
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -19,6 +20,7 @@ pub use reap::{descendants, kill_all, parent_pid};
 
 use crate::manifest::{Interrupt, Manifest, OutputDialect, ProcessDriver, PromptMode};
 use crate::session::Session;
+use crate::stream::EventLog;
 
 /// How long an interrupted harness has to end on its own.
 pub const GRACE: Duration = Duration::from_secs(10);
@@ -151,10 +153,15 @@ pub async fn run(
     );
     let mut stdin = feed_stdin(&mut child, d, a).await;
     let (turns_tx, mut turns_rx) = watch::channel(0u32);
+    let turn_frames = TurnFrames {
+        events: session.events.clone(),
+        task_id: a.task_id.to_owned(),
+        context_id: a.context_id.to_owned(),
+    };
     let stdout = child
         .stdout
         .take()
-        .map(|out| tokio::spawn(read_stdout(out, d.output, turns_tx)));
+        .map(|out| tokio::spawn(read_stdout(out, d.output, turns_tx, turn_frames)));
     let stderr = child.stderr.take().map(|err| tokio::spawn(read_tail(err)));
 
     let mut cause = "exited";
@@ -280,10 +287,18 @@ async fn join_with_deadline<T: Default>(h: Option<tokio::task::JoinHandle<T>>) -
     }
 }
 
+/// Where a harness's turns go as `text` frames.
+struct TurnFrames {
+    events: Arc<EventLog>,
+    task_id: String,
+    context_id: String,
+}
+
 async fn read_stdout(
     mut out: impl AsyncRead + Unpin,
     dialect: OutputDialect,
     turns: watch::Sender<u32>,
+    frames: TurnFrames,
 ) -> Transcript {
     let mut t = Transcript::default();
     let mut buf = vec![0u8; 64 << 10];
@@ -303,7 +318,16 @@ async fn read_stdout(
         }
         for &b in &buf[..n] {
             if b == b'\n' {
-                feed_line(&mut t, dialect, &line);
+                if let Some(text) = feed_line(&mut t, dialect, &line) {
+                    let meta = json!({"turn": t.turns});
+                    frames.events.frame_for(
+                        &frames.task_id,
+                        &frames.context_id,
+                        "text",
+                        &text,
+                        meta,
+                    );
+                }
                 line.clear();
                 let _ = turns.send(t.turns);
             } else if line.len() < STDOUT_CAP {
@@ -312,7 +336,7 @@ async fn read_stdout(
         }
     }
     if !line.is_empty() {
-        feed_line(&mut t, dialect, &line);
+        let _ = feed_line(&mut t, dialect, &line);
     }
     if dialect == OutputDialect::Text {
         let answer = t.raw.trim_end().to_owned();
@@ -321,12 +345,12 @@ async fn read_stdout(
     t
 }
 
-fn feed_line(t: &mut Transcript, dialect: OutputDialect, line: &[u8]) {
+fn feed_line(t: &mut Transcript, dialect: OutputDialect, line: &[u8]) -> Option<String> {
     let text = String::from_utf8_lossy(line);
     match dialect {
         OutputDialect::StreamJson => dialect::stream_json_line(t, &text),
         OutputDialect::CodexJson => dialect::codex_line(t, &text),
-        OutputDialect::Text => {}
+        OutputDialect::Text => None,
     }
 }
 

@@ -90,13 +90,22 @@ impl EventLog {
     }
 
     /// A murmur frame about a task (a harness turn's text, …), numbered like any event.
-    pub fn frame(&self, task: &Task, frame: &str, text: &str, extra: Value) {
+    pub fn frame_for(
+        &self,
+        task_id: &str,
+        context_id: &str,
+        frame: &str,
+        text: &str,
+        extra: Value,
+    ) {
         let mut meta = json!({ "frame": frame });
         if let (Some(m), Value::Object(x)) = (meta.as_object_mut(), extra) {
             m.extend(x);
         }
-        let result = frame_result(Some(task), text, meta);
-        self.push(task.id.as_str(), result, false);
+        let mut result = frame_result(text, meta);
+        result["message"]["contextId"] = json!(context_id);
+        result["message"]["taskId"] = json!(task_id);
+        self.push(task_id, result, false);
     }
 
     pub fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {

@@ -18,7 +18,6 @@ use tokio::sync::{broadcast, mpsc};
 use super::{frame_metadata, Event};
 use crate::ids::MessageId;
 use crate::session::Session;
-use crate::tasks::Task;
 
 const HEARTBEAT: Duration = Duration::from_secs(15);
 /// Chunks a stream may hold for a slow client before its writer waits.
@@ -43,18 +42,13 @@ pub struct StreamSpec {
 }
 
 /// A frame's StreamResponse `result`: an agent message whose one text part names the frame.
-pub fn frame_result(task: Option<&Task>, text: &str, meta: Value) -> Value {
-    let mut message = json!({
+pub fn frame_result(text: &str, meta: Value) -> Value {
+    json!({ "message": {
         "messageId": MessageId::mint().as_str(),
         "role": "ROLE_AGENT",
         "parts": [{"mediaType": "text/plain", "text": text}],
         "metadata": frame_metadata(meta),
-    });
-    if let Some(t) = task {
-        message["contextId"] = json!(t.context_id);
-        message["taskId"] = json!(t.id.as_str());
-    }
-    json!({ "message": message })
+    }})
 }
 
 fn data(request_id: &Value, result: &str, id: Option<u64>) -> Bytes {
@@ -119,7 +113,7 @@ async fn write(
     if let Some(after) = spec.last_event_id {
         let (gap, events) = session.events.replay_after(after);
         if gap {
-            let frame = frame_result(None, "gap", json!({"frame": "gap", "after": after}));
+            let frame = frame_result("gap", json!({"frame": "gap", "after": after}));
             if tx.send(data(id, &frame.to_string(), None)).await.is_err() {
                 return;
             }
@@ -153,14 +147,14 @@ async fn write(
                 Ok(_) => continue,
                 Err(broadcast::error::RecvError::Lagged(n)) => {
                     let meta = json!({"frame": "lagged", "skipped": n});
-                    data(id, &frame_result(None, "lagged", meta).to_string(), None)
+                    data(id, &frame_result("lagged", meta).to_string(), None)
                 }
                 Err(broadcast::error::RecvError::Closed) => return,
             },
             _ = beat.tick() => Bytes::from_static(b": heartbeat\n\n"),
             _ = async { let _ = shutdown.wait_for(|d| *d).await; } => {
                 let meta = json!({"frame": "capsule-closed"});
-                let _ = tx.send(data(id, &frame_result(None, "capsule-closed", meta).to_string(), None)).await;
+                let _ = tx.send(data(id, &frame_result("capsule-closed", meta).to_string(), None)).await;
                 return;
             }
         };

@@ -11,7 +11,6 @@ use crate::stream::{self, StreamSpec};
 
 pub fn apply(door: &Door, req: &Inbound) -> Answer {
     let ack = stream::frame_result(
-        None,
         "connection-ack",
         json!({"frame": "connection-ack", "role": "observer", "conversationMode": "stateless"}),
     );
