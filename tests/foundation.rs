@@ -17,10 +17,17 @@ fn offline_worker_answers_the_launch_task_and_exits() {
     let home = Home::new();
     let manifest = repo_root().join("manifests/worker.yaml");
     let mut run = Launch::start(&home, &manifest, &["--task", "Count these four words"]);
-    assert!(run.session.starts_with("ses_") && run.session.len() == 36, "{}", run.session);
+    assert!(
+        run.session.starts_with("ses_") && run.session.len() == 36,
+        "{}",
+        run.session
+    );
     assert_eq!(run.wait_exit(LONG), Some(0));
     let out = run.output();
-    assert!(out.starts_with("Acknowledged: Count these four words\n(4 words on 1 lines"), "{out}");
+    assert!(
+        out.starts_with("Acknowledged: Count these four words\n(4 words on 1 lines"),
+        "{out}"
+    );
     let events: Vec<String> = home
         .trace(&run.session)
         .iter()
@@ -28,7 +35,15 @@ fn offline_worker_answers_the_launch_task_and_exits() {
         .collect();
     assert_eq!(
         events,
-        ["session_start", "a2a_task_received", "task_start", "harness_start", "harness_exit", "task_end", "session_end"]
+        [
+            "session_start",
+            "a2a_task_received",
+            "task_start",
+            "harness_start",
+            "harness_exit",
+            "task_end",
+            "session_end"
+        ]
     );
     for e in home.trace(&run.session) {
         assert_eq!(e["session_id"], run.session.as_str());
@@ -49,7 +64,10 @@ fn send_message_blocks_until_the_task_settles_unless_return_immediately() {
     let held = run.send("hello", false);
     let task = &held["result"]["task"];
     assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED");
-    assert_eq!(task["status"]["message"]["parts"][0]["text"], "task completed");
+    assert_eq!(
+        task["status"]["message"]["parts"][0]["text"],
+        "task completed"
+    );
     assert_eq!(
         task["artifacts"],
         json!([{"artifactId": "response", "name": "response",
@@ -68,17 +86,29 @@ fn send_message_blocks_until_the_task_settles_unless_return_immediately() {
 #[test]
 fn a_full_queue_rejects_with_capsule_is_busy() {
     let home = Home::new();
-    let f = Fixture { queue_depth: Some(1), ..Fixture::default() };
+    let f = Fixture {
+        queue_depth: Some(1),
+        ..Fixture::default()
+    };
     let run = fixture_launch(&home, f, &[]);
-    let first = run.send("@sleep 30", true)["result"]["task"]["id"].as_str().unwrap().to_owned();
+    let first = run.send("@sleep 30", true)["result"]["task"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     run.wait_task(&first, LONG, |s| s == "TASK_STATE_WORKING");
     let queued = run.send("queued", true);
-    assert_eq!(queued["result"]["task"]["status"]["state"], "TASK_STATE_SUBMITTED");
+    assert_eq!(
+        queued["result"]["task"]["status"]["state"],
+        "TASK_STATE_SUBMITTED"
+    );
     // Held or not, a rejection answers at once.
     let rejected = run.send("one too many", false);
     let task = &rejected["result"]["task"];
     assert_eq!(task["status"]["state"], "TASK_STATE_REJECTED");
-    assert_eq!(task["status"]["message"]["parts"][0]["text"], "task rejected: capsule is busy");
+    assert_eq!(
+        task["status"]["message"]["parts"][0]["text"],
+        "task rejected: capsule is busy"
+    );
     assert_eq!(task["status"]["message"]["role"], "ROLE_AGENT");
     // The rejected task never ran: GetTask still shows it rejected.
     let again = run.rpc("GetTask", json!({"id": task["id"]}));
@@ -88,18 +118,36 @@ fn a_full_queue_rejects_with_capsule_is_busy() {
 #[test]
 fn single_acceptance_takes_one_task_and_after_task_exit_ends_the_launch() {
     let home = Home::new();
-    let f = Fixture { acceptance: "single", after_task: "exit", queue_depth: None, ..Fixture::default() };
+    let f = Fixture {
+        acceptance: "single",
+        after_task: "exit",
+        queue_depth: None,
+        ..Fixture::default()
+    };
     let mut run = fixture_launch(&home, f, &[]);
-    let first = run.send("@sleep 1", true)["result"]["task"]["id"].as_str().unwrap().to_owned();
+    let first = run.send("@sleep 1", true)["result"]["task"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let busy = run.send("second", true);
-    assert_eq!(busy["result"]["task"]["status"]["state"], "TASK_STATE_REJECTED");
+    assert_eq!(
+        busy["result"]["task"]["status"]["state"],
+        "TASK_STATE_REJECTED"
+    );
     assert_eq!(
         busy["result"]["task"]["status"]["message"]["parts"][0]["text"],
         "task rejected: capsule is busy"
     );
-    assert_eq!(run.wait_exit(LONG), Some(0), "after_task: exit ends the launch once the task ends");
+    assert_eq!(
+        run.wait_exit(LONG),
+        Some(0),
+        "after_task: exit ends the launch once the task ends"
+    );
     let trace = home.trace(&run.session);
-    let end = trace.iter().find(|e| e["event_type"] == "task_end" && e["task_id"] == first.as_str()).unwrap();
+    let end = trace
+        .iter()
+        .find(|e| e["event_type"] == "task_end" && e["task_id"] == first.as_str())
+        .unwrap();
     assert_eq!(end["status"], "completed");
     assert_eq!(trace.last().unwrap()["event_type"], "session_end");
 }
@@ -118,30 +166,66 @@ fn cancel_interrupts_a_harness_that_honours_sigint() {
     let run = fixture_launch(&home, Fixture::default(), &[]);
     let pidfile = home.root.join("harness.pid");
     let text = format!("@pidfile {}\n@sleep 60", pidfile.display());
-    let id = run.send(&text, true)["result"]["task"]["id"].as_str().unwrap().to_owned();
+    let id = run.send(&text, true)["result"]["task"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     assert!(wait_until(LONG, || pidfile.exists()));
-    let harness: u32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+    let harness: u32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
     let started = std::time::Instant::now();
     let canceled = run.rpc("CancelTask", json!({"id": id}));
     assert_eq!(canceled["result"]["status"]["state"], "TASK_STATE_CANCELED");
-    assert!(canceled["result"].get("artifacts").is_none(), "nothing in flight: no residue artifact");
+    assert!(
+        canceled["result"].get("artifacts").is_none(),
+        "nothing in flight: no residue artifact"
+    );
     assert!(wait_until(LONG, || !alive(harness)), "the harness ended");
-    assert!(started.elapsed() < Duration::from_secs(5), "SIGINT ended it well before the grace");
-    assert!(wait_until(LONG, || trace_types(&home, &run.session, &id).contains(&"task_end".to_owned())));
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "SIGINT ended it well before the grace"
+    );
+    assert!(wait_until(LONG, || trace_types(&home, &run.session, &id)
+        .contains(&"task_end".to_owned())));
     let types = trace_types(&home, &run.session, &id);
-    for t in ["harness_interrupt", "harness_exit", "task_canceled", "task_end"] {
+    for t in [
+        "harness_interrupt",
+        "harness_exit",
+        "task_canceled",
+        "task_end",
+    ] {
         assert!(types.contains(&t.to_owned()), "{t} missing from {types:?}");
     }
-    let exit = home.trace(&run.session).into_iter().find(|e| e["event_type"] == "harness_exit").unwrap();
-    assert_eq!((exit["cause"].as_str(), exit["killed"].as_bool()), (Some("canceled"), Some(false)));
-    let interrupt = home.trace(&run.session).into_iter().find(|e| e["event_type"] == "harness_interrupt").unwrap();
+    let exit = home
+        .trace(&run.session)
+        .into_iter()
+        .find(|e| e["event_type"] == "harness_exit")
+        .unwrap();
+    assert_eq!(
+        (exit["cause"].as_str(), exit["killed"].as_bool()),
+        (Some("canceled"), Some(false))
+    );
+    let interrupt = home
+        .trace(&run.session)
+        .into_iter()
+        .find(|e| e["event_type"] == "harness_interrupt")
+        .unwrap();
     assert_eq!(interrupt["interrupt"], "sigint");
     let task = run.rpc("GetTask", json!({"id": id}))["result"].clone();
     assert_eq!(task["status"]["state"], "TASK_STATE_CANCELED");
-    assert!(task["status"].get("message").is_none(), "a graceful end says nothing more: {task}");
+    assert!(
+        task["status"].get("message").is_none(),
+        "a graceful end says nothing more: {task}"
+    );
     // The capsule keeps serving: the next task runs.
     let next = run.send("after the cancel", false);
-    assert_eq!(next["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED");
+    assert_eq!(
+        next["result"]["task"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
 }
 
 #[test]
@@ -155,16 +239,36 @@ fn cancel_kills_a_harness_that_ignores_sigint_after_the_grace() {
         pidfile.display(),
         child.display()
     );
-    let id = run.send(&text, true)["result"]["task"]["id"].as_str().unwrap().to_owned();
+    let id = run.send(&text, true)["result"]["task"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     assert!(wait_until(LONG, || child.exists() && pidfile.exists()));
-    let harness: u32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
-    let grandchild: u32 = std::fs::read_to_string(&child).unwrap().trim().parse().unwrap();
+    let harness: u32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let grandchild: u32 = std::fs::read_to_string(&child)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
     let canceled = run.rpc("CancelTask", json!({"id": id}));
     assert_eq!(canceled["result"]["status"]["state"], "TASK_STATE_CANCELED");
-    assert!(alive(harness), "the harness ignores SIGINT, so it is still there during the grace");
+    assert!(
+        alive(harness),
+        "the harness ignores SIGINT, so it is still there during the grace"
+    );
     let task = run.wait_task(&id, Duration::from_secs(40), |_| true);
-    assert!(wait_until(Duration::from_secs(40), || !alive(harness)), "killed after the grace");
-    assert!(wait_until(LONG, || !alive(grandchild)), "and so is its grandchild in its own session");
+    assert!(
+        wait_until(Duration::from_secs(40), || !alive(harness)),
+        "killed after the grace"
+    );
+    assert!(
+        wait_until(LONG, || !alive(grandchild)),
+        "and so is its grandchild in its own session"
+    );
     let _ = task;
     let task = run.rpc("GetTask", json!({"id": id}))["result"].clone();
     assert_eq!(task["status"]["state"], "TASK_STATE_CANCELED");
@@ -172,14 +276,24 @@ fn cancel_kills_a_harness_that_ignores_sigint_after_the_grace() {
         task["status"]["message"]["parts"][0]["text"],
         "task canceled; the harness was killed and its session may not resume cleanly"
     );
-    let exit = home.trace(&run.session).into_iter().find(|e| e["event_type"] == "harness_exit").unwrap();
-    assert_eq!((exit["cause"].as_str(), exit["killed"].as_bool()), (Some("canceled"), Some(true)));
+    let exit = home
+        .trace(&run.session)
+        .into_iter()
+        .find(|e| e["event_type"] == "harness_exit")
+        .unwrap();
+    assert_eq!(
+        (exit["cause"].as_str(), exit["killed"].as_bool()),
+        (Some("canceled"), Some(true))
+    );
 }
 
 #[test]
 fn the_harness_session_is_resumed_on_the_same_context() {
     let home = Home::new();
-    let f = Fixture { dialect: "stream-json", ..Fixture::default() };
+    let f = Fixture {
+        dialect: "stream-json",
+        ..Fixture::default()
+    };
     let run = fixture_launch(&home, f, &[]);
     let ask = |ctx: &str| {
         let mut p = message("hello", false);
@@ -195,7 +309,10 @@ fn the_harness_session_is_resumed_on_the_same_context() {
     let second = ask("ctx-a");
     assert_eq!(second, format!("{session} resumed=yes prompts=2"));
     let other = ask("ctx-b");
-    assert!(other.ends_with("resumed=no prompts=1"), "another context starts fresh: {other}");
+    assert!(
+        other.ends_with("resumed=no prompts=1"),
+        "another context starts fresh: {other}"
+    );
     let modes: Vec<String> = home
         .trace(&run.session)
         .iter()
@@ -207,26 +324,50 @@ fn the_harness_session_is_resumed_on_the_same_context() {
     let mut p = message("hello", false);
     p["message"]["contextId"] = json!("ctx-a");
     p["message"]["metadata"] = json!({DOOR_URI: {"forgetSession": true}});
-    let resp = run.post(&json!({"jsonrpc": "2.0", "id": 9, "method": "SendMessage", "params": p}).to_string(), &[("A2A-Version", "1.0")]);
+    let resp = run.post(
+        &json!({"jsonrpc": "2.0", "id": 9, "method": "SendMessage", "params": p}).to_string(),
+        &[("A2A-Version", "1.0")],
+    );
     assert_eq!(resp.header("a2a-extensions"), Some(DOOR_URI));
-    let fresh = resp.json()["result"]["task"]["artifacts"][0]["parts"][0]["text"].as_str().unwrap().to_owned();
+    let fresh = resp.json()["result"]["task"]["artifacts"][0]["parts"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     assert!(fresh.ends_with("resumed=no prompts=1"), "{fresh}");
-    let forgot = home.trace(&run.session).into_iter().find(|e| e["event_type"] == "harness_session_forgotten").unwrap();
+    let forgot = home
+        .trace(&run.session)
+        .into_iter()
+        .find(|e| e["event_type"] == "harness_session_forgotten")
+        .unwrap();
     assert_eq!(forgot["context_id"], "ctx-a");
     assert_eq!(forgot["requested_by"], "a2a");
-    assert_eq!(format!("session={}", forgot["harness_session"].as_str().unwrap()), session);
+    assert_eq!(
+        format!("session={}", forgot["harness_session"].as_str().unwrap()),
+        session
+    );
 }
 
 #[test]
 fn harness_failure_names_the_exit_status_and_last_stderr_line() {
     let home = Home::new();
     let run = fixture_launch(&home, Fixture::default(), &[]);
-    let task = run.send("@stderr first\n@stderr it broke\n@exit 3", false)["result"]["task"].clone();
+    let task =
+        run.send("@stderr first\n@stderr it broke\n@exit 3", false)["result"]["task"].clone();
     assert_eq!(task["status"]["state"], "TASK_STATE_FAILED");
-    assert_eq!(task["status"]["message"]["parts"][0]["text"], "the harness exited with status 3: it broke");
+    assert_eq!(
+        task["status"]["message"]["parts"][0]["text"],
+        "the harness exited with status 3: it broke"
+    );
     assert!(task.get("artifacts").is_none());
-    let failed = home.trace(&run.session).into_iter().find(|e| e["event_type"] == "task_failed").unwrap();
-    assert_eq!(failed["cause"], "the harness exited with status 3: it broke");
+    let failed = home
+        .trace(&run.session)
+        .into_iter()
+        .find(|e| e["event_type"] == "task_failed")
+        .unwrap();
+    assert_eq!(
+        failed["cause"],
+        "the harness exited with status 3: it broke"
+    );
 }
 
 #[test]
@@ -241,8 +382,14 @@ fn the_harness_gets_its_environment() {
     assert_eq!(env["MURMUR_SESSION_ID"], run.session.as_str());
     assert_eq!(env["MURMUR_TASK_ID"], task["id"]);
     assert_eq!(env["MURMUR_CONTEXT_ID"], "ctx-env");
-    assert!(env["MURMUR_MESSAGE_ID"].as_str().unwrap().starts_with("msg-"));
-    assert_eq!(env["MURMUR_DOOR_URL"], format!("http://localhost:{}", run.port));
+    assert!(env["MURMUR_MESSAGE_ID"]
+        .as_str()
+        .unwrap()
+        .starts_with("msg-"));
+    assert_eq!(
+        env["MURMUR_DOOR_URL"],
+        format!("http://localhost:{}", run.port)
+    );
     assert_eq!(env["MURMUR_TASK_TOKEN"].as_str().unwrap().len(), 64);
     assert!(std::path::Path::new(env["MURMUR_GUIDE"].as_str().unwrap()).is_file());
     assert!(env.get("MURMUR_HARNESS_SESSION").is_none());
@@ -276,13 +423,24 @@ fn a_pinned_port_that_is_taken_fails_with_e_run_010() {
     let home = Home::new();
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = taken.local_addr().unwrap().port();
-    let extra: &'static str = Box::leak(format!("network:\n  internal_port: {port}\n").into_boxed_str());
-    let manifest = home.write("capsule/murmur.yaml", &Fixture { extra, ..Fixture::default() }.yaml());
+    let extra: &'static str =
+        Box::leak(format!("network:\n  internal_port: {port}\n").into_boxed_str());
+    let manifest = home.write(
+        "capsule/murmur.yaml",
+        &Fixture {
+            extra,
+            ..Fixture::default()
+        }
+        .yaml(),
+    );
     let (code, out, err) = home.run(&["run", "--manifest", manifest.to_str().unwrap()]);
     assert_eq!(code, 1);
     assert_eq!(out, "");
     let mut lines = err.lines();
-    assert_eq!(lines.next(), Some(format!("error[E-RUN-010]: port {port} is already in use").as_str()));
+    assert_eq!(
+        lines.next(),
+        Some(format!("error[E-RUN-010]: port {port} is already in use").as_str())
+    );
     assert!(lines.next().unwrap().starts_with("  hint: "), "{err}");
     drop(taken);
     // Free again, the same pin is served on exactly that port.
@@ -293,24 +451,45 @@ fn a_pinned_port_that_is_taken_fails_with_e_run_010() {
 #[test]
 fn bad_manifests_are_refused_with_a_key_path_and_start_nothing() {
     let home = Home::new();
-    let typo = Fixture::default().yaml().replace("task_acceptance:", "task_acceptence:");
+    let typo = Fixture::default()
+        .yaml()
+        .replace("task_acceptance:", "task_acceptence:");
     let cases: Vec<(String, &str, &str)> = vec![
         (typo, "E-MAN-003", "lifecycle.task_acceptence"),
         ("name: x\nversion: [\n".to_owned(), "E-MAN-002", "line"),
-        (Fixture::default().yaml().replace("queue_depth: 2", "queue_depth: lots"), "E-MAN-005", "lifecycle.queue_depth"),
-        (Fixture::default().yaml() + "network:\n  internal_port: ${MURMUR_TEST_UNSET_PORT}\n", "E-MAN-006", "MURMUR_TEST_UNSET_PORT"),
+        (
+            Fixture::default()
+                .yaml()
+                .replace("queue_depth: 2", "queue_depth: lots"),
+            "E-MAN-005",
+            "lifecycle.queue_depth",
+        ),
+        (
+            Fixture::default().yaml() + "network:\n  internal_port: ${MURMUR_TEST_UNSET_PORT}\n",
+            "E-MAN-006",
+            "MURMUR_TEST_UNSET_PORT",
+        ),
     ];
     for (yaml, code, names) in cases {
         let path = home.write("bad/murmur.yaml", &yaml);
         let (status, out, err) = home.run(&["run", "--manifest", path.to_str().unwrap()]);
         assert_eq!(status, 1, "{err}");
         assert_eq!(out, "", "nothing announced");
-        assert!(err.starts_with(&format!("error[{code}]: ")), "{code}: {err}");
+        assert!(
+            err.starts_with(&format!("error[{code}]: ")),
+            "{code}: {err}"
+        );
         assert!(err.contains("bad/murmur.yaml"), "names the file: {err}");
         assert!(err.contains(names), "names {names}: {err}");
         assert!(err.contains("\n  hint: "), "{err}");
     }
-    assert!(!home.home.join("run").exists() || std::fs::read_dir(home.home.join("run")).unwrap().next().is_none());
+    assert!(
+        !home.home.join("run").exists()
+            || std::fs::read_dir(home.home.join("run"))
+                .unwrap()
+                .next()
+                .is_none()
+    );
 }
 
 #[test]
@@ -319,19 +498,30 @@ fn ps_stop_and_cancel_from_the_command_line_leave_nothing_running() {
     let run = fixture_launch(&home, Fixture::default(), &[]);
     let (code, out, _) = home.run(&["ps"]);
     assert_eq!(code, 0);
-    assert!(out.contains(&run.session) && out.contains("@1") && out.contains("running"), "{out}");
+    assert!(
+        out.contains(&run.session) && out.contains("@1") && out.contains("running"),
+        "{out}"
+    );
     let record = home.home.join("run").join(format!("{}.json", run.session));
-    let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&record).unwrap().permissions());
+    let mode =
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&record).unwrap().permissions());
     assert_eq!(mode & 0o777, 0o600);
 
     // mur cancel: a finished task is nothing to cancel; a running one is canceled.
-    let done = run.send("quick", false)["result"]["task"]["id"].as_str().unwrap().to_owned();
+    let done = run.send("quick", false)["result"]["task"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let suffix = &run.session[run.session.len() - 6..];
     let (code, out, _) = home.run(&["cancel", suffix, &done]);
     assert_eq!(code, 0);
-    assert_eq!(out, format!("nothing to cancel: task {done} is already TASK_STATE_COMPLETED\n"));
+    assert_eq!(
+        out,
+        format!("nothing to cancel: task {done} is already TASK_STATE_COMPLETED\n")
+    );
     let pidfile = home.root.join("h.pid");
-    let long = run.send(&format!("@pidfile {}\n@sleep 60", pidfile.display()), true)["result"]["task"]["id"]
+    let long = run.send(&format!("@pidfile {}\n@sleep 60", pidfile.display()), true)["result"]
+        ["task"]["id"]
         .as_str()
         .unwrap()
         .to_owned();
@@ -340,16 +530,24 @@ fn ps_stop_and_cancel_from_the_command_line_leave_nothing_running() {
     assert_eq!((code, out), (0, format!("canceled: {long}\n")));
     let (code, _, err) = home.run(&["cancel", "@1", "tsk_nope"]);
     assert_eq!(code, 1);
-    assert!(err.starts_with("error[E-CLI-011]") && err.contains("-32001"), "{err}");
+    assert!(
+        err.starts_with("error[E-CLI-011]") && err.contains("-32001"),
+        "{err}"
+    );
 
     // mur stop: StopSession's account, then the whole launch ends.
     let child = home.root.join("gc.pid");
-    let live = run.send(&format!("@grandchild {}\n@sleep 60", child.display()), true)["result"]["task"]["id"]
+    let live = run.send(&format!("@grandchild {}\n@sleep 60", child.display()), true)["result"]
+        ["task"]["id"]
         .as_str()
         .unwrap()
         .to_owned();
     assert!(wait_until(LONG, || child.exists()));
-    let grandchild: u32 = std::fs::read_to_string(&child).unwrap().trim().parse().unwrap();
+    let grandchild: u32 = std::fs::read_to_string(&child)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
     let supervisor = run.pid();
     let below = descendants(supervisor);
     assert!(!below.is_empty());
@@ -365,7 +563,10 @@ fn ps_stop_and_cancel_from_the_command_line_leave_nothing_running() {
     assert_eq!(out, "no capsule is running\n");
     let (code, out, _) = home.run(&["trace", "show"]);
     assert_eq!(code, 0);
-    assert!(out.contains(&format!("session:    {}", run.session)) && out.contains("── Harness"), "{out}");
+    assert!(
+        out.contains(&format!("session:    {}", run.session)) && out.contains("── Harness"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -375,7 +576,11 @@ fn ctrl_c_stops_the_launch_cleanly() {
     let child = home.root.join("gc.pid");
     run.send(&format!("@grandchild {}\n@sleep 60", child.display()), true);
     assert!(wait_until(LONG, || child.exists()));
-    let grandchild: u32 = std::fs::read_to_string(&child).unwrap().trim().parse().unwrap();
+    let grandchild: u32 = std::fs::read_to_string(&child)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
     let below = descendants(run.pid());
     let mut run = run;
     signal(run.pid(), 2);
@@ -385,4 +590,36 @@ fn ctrl_c_stops_the_launch_cleanly() {
     }
     let trace = home.trace(&run.session);
     assert_eq!(trace.last().unwrap()["event_type"], "session_end");
+}
+
+#[test]
+fn a_formation_manifest_is_validated_and_refused_until_formations_land() {
+    let home = Home::new();
+    home.write(
+        "f/worker/murmur.yaml",
+        &Fixture::default().yaml().replace(
+            "lifecycle:",
+            "exports:\n  peer_tasks:\n    accept: true\nlifecycle:",
+        ),
+    );
+    let formation = home.write(
+        "f/formation.yaml",
+        "formation:\n  name: review\n  version: \"0.1.0\"\n  entry: lead\n  members:\n    lead:\n      manifest: worker/murmur.yaml\n      calls: [coder]\n    coder:\n      manifest: worker/murmur.yaml\n",
+    );
+    let (code, out, err) = home.run(&["run", "--manifest", formation.to_str().unwrap()]);
+    assert_eq!((code, out.as_str()), (1, ""));
+    assert!(
+        err.starts_with("error[E-RUN-030]: ") && err.contains("formation review is valid"),
+        "{err}"
+    );
+    let broken = home.write(
+        "f/broken.yaml",
+        "formation:\n  name: review\n  version: \"0.1.0\"\n  entry: lead\n  members:\n    lead:\n      manifest: worker/murmur.yaml\n      calls: [ghost]\n",
+    );
+    let (code, _, err) = home.run(&["run", "--manifest", broken.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(
+        err.starts_with("error[E-MAN-009]: ") && err.contains("ghost"),
+        "{err}"
+    );
 }

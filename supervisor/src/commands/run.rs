@@ -93,7 +93,22 @@ fn workdir(dir: Option<&Path>) -> CliResult<PathBuf> {
 }
 
 pub async fn run(args: RunArgs) -> CliResult<i32> {
-    let m = manifest::load(&args.manifest).map_err(|e| CliError::Formatted(e.to_string()))?;
+    let document =
+        manifest::load_document(&args.manifest).map_err(|e| CliError::Formatted(e.to_string()))?;
+    let m = match document {
+        manifest::Document::Capsule(m) => m,
+        manifest::Document::Formation(f) => {
+            return Err(CliError::new(
+                Code::NotAvailable,
+                format!(
+                    "{}: formation {} is valid, but launching formations is not available in this release",
+                    f.path.display(),
+                    f.name
+                ),
+                "launch each member's manifest with its own `mur run --manifest` for now",
+            ))
+        }
+    };
     check_runnable(&m)?;
     let launch_task = match &args.task {
         Some(t) => Some(LaunchTask {
