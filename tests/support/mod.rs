@@ -16,7 +16,8 @@ use serde_json::{json, Value};
 
 pub const DOOR_URI: &str = "https://docs.murmur.nexus/reference/agent-card/#murmur-door-v1";
 pub const CAPSULE_URI: &str = "https://docs.murmur.nexus/reference/agent-card/#murmur-capsule-v1";
-pub const STREAM_URI: &str = "https://docs.murmur.nexus/reference/streaming-protocol/#murmur-stream-v1";
+pub const STREAM_URI: &str =
+    "https://docs.murmur.nexus/reference/streaming-protocol/#murmur-stream-v1";
 
 pub fn mur_bin() -> &'static str {
     env!("CARGO_BIN_EXE_mur")
@@ -106,8 +107,11 @@ impl Home {
     }
 
     pub fn trace(&self, session: &str) -> Vec<Value> {
-        let text = std::fs::read_to_string(self.records(session).join("trace.jsonl")).unwrap_or_default();
-        text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
+        let text =
+            std::fs::read_to_string(self.records(session).join("trace.jsonl")).unwrap_or_default();
+        text.lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
     }
 }
 
@@ -144,9 +148,15 @@ impl Default for Fixture {
 
 impl Fixture {
     pub fn yaml(&self) -> String {
-        let depth = self.queue_depth.map(|d| format!("\n  queue_depth: {d}")).unwrap_or_default();
+        let depth = self
+            .queue_depth
+            .map(|d| format!("\n  queue_depth: {d}"))
+            .unwrap_or_default();
         let (output, resume) = if self.dialect == "stream-json" {
-            ("stream-json", "\n      resume: [\"--resume\", \"{session}\"]")
+            (
+                "stream-json",
+                "\n      resume: [\"--resume\", \"{session}\"]",
+            )
         } else {
             ("text", "")
         };
@@ -223,8 +233,12 @@ impl Launch {
                 r.push('\n');
             }
         });
-        let first = rx.recv_timeout(Duration::from_secs(30)).expect("mur run announced no url");
-        let second = rx.recv_timeout(Duration::from_secs(5)).expect("mur run announced no session");
+        let first = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("mur run announced no url");
+        let second = rx
+            .recv_timeout(Duration::from_secs(5))
+            .expect("mur run announced no session");
         let port = first
             .strip_prefix("murmur: url localhost:")
             .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
@@ -234,7 +248,12 @@ impl Launch {
             .strip_prefix("session: ")
             .unwrap_or_else(|| panic!("unexpected second line {second:?}"))
             .to_owned();
-        Launch { child, port, session, rest }
+        Launch {
+            child,
+            port,
+            session,
+            rest,
+        }
     }
 
     pub fn pid(&self) -> u32 {
@@ -244,7 +263,8 @@ impl Launch {
     /// A JSON-RPC call with `A2A-Version: 1.0`; answers the whole response object.
     pub fn rpc(&self, method: &str, params: Value) -> Value {
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-        self.post(&body.to_string(), &[("A2A-Version", "1.0")]).json()
+        self.post(&body.to_string(), &[("A2A-Version", "1.0")])
+            .json()
     }
 
     /// POST / with content-type: application/json and the given extra headers.
@@ -265,7 +285,10 @@ impl Launch {
             last = self.rpc("GetTask", json!({"id": id}))["result"].clone();
             last["status"]["state"].as_str().is_some_and(&f)
         });
-        assert!(ok, "task {id} never reached the awaited state; last seen {last}");
+        assert!(
+            ok,
+            "task {id} never reached the awaited state; last seen {last}"
+        );
         last
     }
 
@@ -332,8 +355,12 @@ pub struct Resp {
 
 impl Resp {
     pub fn json(&self) -> Value {
-        serde_json::from_slice(&self.body)
-            .unwrap_or_else(|e| panic!("body is not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
+            panic!(
+                "body is not JSON ({e}): {}",
+                String::from_utf8_lossy(&self.body)
+            )
+        })
     }
 
     pub fn text(&self) -> String {
@@ -359,7 +386,8 @@ impl Resp {
 pub fn http(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Resp {
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: localhost:{port}\r\nConnection: close\r\n");
+    let mut req =
+        format!("{method} {path} HTTP/1.1\r\nHost: localhost:{port}\r\nConnection: close\r\n");
     for (k, v) in headers {
         req.push_str(&format!("{k}: {v}\r\n"));
     }
@@ -375,10 +403,20 @@ pub fn http(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body:
 }
 
 fn parse_response(raw: &[u8]) -> Resp {
-    let split = raw.windows(4).position(|w| w == b"\r\n\r\n").expect("no header end");
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("no header end");
     let head = String::from_utf8_lossy(&raw[..split]).into_owned();
     let mut lines = head.split("\r\n");
-    let status: u16 = lines.next().unwrap().split(' ').nth(1).unwrap().parse().unwrap();
+    let status: u16 = lines
+        .next()
+        .unwrap()
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
     let headers: Vec<(String, String)> = lines
         .filter_map(|l| l.split_once(':'))
         .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
@@ -390,14 +428,18 @@ fn parse_response(raw: &[u8]) -> Resp {
     if chunked {
         body = dechunk(&body);
     }
-    Resp { status, headers, body }
+    Resp {
+        status,
+        headers,
+        body,
+    }
 }
 
 fn dechunk(mut b: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
-    loop {
-        let Some(eol) = b.windows(2).position(|w| w == b"\r\n") else { break };
-        let size = usize::from_str_radix(String::from_utf8_lossy(&b[..eol]).trim(), 16).unwrap_or(0);
+    while let Some(eol) = b.windows(2).position(|w| w == b"\r\n") {
+        let size =
+            usize::from_str_radix(String::from_utf8_lossy(&b[..eol]).trim(), 16).unwrap_or(0);
         if size == 0 {
             break;
         }
@@ -412,7 +454,9 @@ fn dechunk(mut b: &[u8]) -> Vec<u8> {
 pub fn descendants(pid: u32) -> Vec<u32> {
     let mut pairs = Vec::new();
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(p) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(p) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
         if let Some(pp) = ppid(p) {
             pairs.push((p, pp));
         }
@@ -421,7 +465,12 @@ pub fn descendants(pid: u32) -> Vec<u32> {
     let mut i = 0;
     while i < found.len() {
         let parent = found[i];
-        found.extend(pairs.iter().filter(|(_, pp)| *pp == parent).map(|(c, _)| *c));
+        found.extend(
+            pairs
+                .iter()
+                .filter(|(_, pp)| *pp == parent)
+                .map(|(c, _)| *c),
+        );
         i += 1;
     }
     found.remove(0);
@@ -430,13 +479,232 @@ pub fn descendants(pid: u32) -> Vec<u32> {
 
 fn ppid(pid: u32) -> Option<u32> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat[stat.rfind(')')? + 1..].split_whitespace().nth(1)?.parse().ok()
+    stat[stat.rfind(')')? + 1..]
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
 }
 
 /// True while a process exists and is not a zombie.
 pub fn alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()
-        .and_then(|s| s.rfind(')').map(|i| !s[i + 1..].trim_start().starts_with('Z')))
+        .and_then(|s| {
+            s.rfind(')')
+                .map(|i| !s[i + 1..].trim_start().starts_with('Z'))
+        })
         .unwrap_or(false)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Conformance helpers: launching fixtures, exact error assertions, and proof that a refusal
+// started, wrote and reached nothing.
+
+pub const ERROR_INFO: &str = "type.googleapis.com/google.rpc.ErrorInfo";
+
+/// Writes `fixture`'s manifest under `home` (as `file`) and launches it with `args`.
+pub fn start_fixture(home: &Home, file: &str, fixture: &Fixture, args: &[&str]) -> Launch {
+    let manifest = home.write(file, &fixture.yaml());
+    Launch::start(home, &manifest, args)
+}
+
+/// A fresh path under the home's root for a harness `@pidfile`; nothing is there yet.
+pub fn pidfile(home: &Home) -> PathBuf {
+    home.root
+        .join(format!("pid-{}", COUNTER.fetch_add(1, Ordering::SeqCst)))
+}
+
+/// One JSON-RPC request as a body: `{"jsonrpc":"2.0","id":ID,"method":M,"params":P}`.
+pub fn request(id: Value, method: &str, params: Value) -> String {
+    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string()
+}
+
+/// POST / to a port with content-type application/json, `A2A-Version: 1.0` and a JSON-RPC
+/// body, from any thread (held requests run beside the test's own calls).
+pub fn call_at(port: u16, method: &str, params: Value) -> Resp {
+    http(
+        port,
+        "POST",
+        "/",
+        &[("Content-Type", "application/json"), ("A2A-Version", "1.0")],
+        request(json!(1), method, params).as_bytes(),
+    )
+}
+
+impl Launch {
+    /// A JSON-RPC call with `A2A-Version: 1.0`, answering the whole HTTP response.
+    pub fn call(&self, method: &str, params: Value) -> Resp {
+        call_at(self.port, method, params)
+    }
+
+    /// ListTasks' totalSize over every task of the session.
+    pub fn total_tasks(&self) -> u64 {
+        let r = self.rpc("ListTasks", json!({}));
+        r["result"]["totalSize"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("ListTasks answered no totalSize: {r}"))
+    }
+
+    /// Sends `text` with returnImmediately and waits (bounded) until its task is WORKING.
+    pub fn start_working(&self, text: &str) -> String {
+        let r = self.send(text, true);
+        let id = r["result"]["task"]["id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no task in {r}"))
+            .to_owned();
+        self.wait_task(&id, Duration::from_secs(10), |s| s == "TASK_STATE_WORKING");
+        id
+    }
+}
+
+impl Home {
+    /// How many lines the session's trace.jsonl holds now.
+    pub fn trace_len(&self, session: &str) -> usize {
+        std::fs::read_to_string(self.records(session).join("trace.jsonl"))
+            .map(|t| t.lines().count())
+            .unwrap_or(0)
+    }
+}
+
+/// What a refusal must leave as it was: how many tasks ListTasks counts and how long the trace
+/// is. Take it on a capsule with no live task, so nothing else moves either.
+pub struct Probe {
+    total: u64,
+    trace: usize,
+}
+
+impl Probe {
+    pub fn take(run: &Launch, home: &Home) -> Probe {
+        quiet(run, home);
+        Probe {
+            total: run.total_tasks(),
+            trace: home.trace_len(&run.session),
+        }
+    }
+
+    /// Asserts no task was started and no trace record written since `take`.
+    pub fn unchanged(&self, run: &Launch, home: &Home, row: &str) {
+        assert_eq!(run.total_tasks(), self.total, "{row}: a task was started");
+        assert_eq!(
+            home.trace_len(&run.session),
+            self.trace,
+            "{row}: a trace record was written"
+        );
+    }
+}
+
+/// A standard JSON-RPC error object: code and message, and no `data`.
+pub fn std_error(code: i64, message: &str) -> Value {
+    json!({"code": code, "message": message})
+}
+
+/// An A2A error object: one ErrorInfo in the a2a-protocol.org domain.
+pub fn a2a_error(code: i64, message: &str, reason: &str, metadata: Value) -> Value {
+    json!({"code": code, "message": message, "data": [
+        {"@type": ERROR_INFO, "reason": reason, "domain": "a2a-protocol.org", "metadata": metadata}
+    ]})
+}
+
+/// One of murmur's completion errors: one ErrorInfo in the murmur.nexus domain.
+pub fn murmur_error(code: i64, message: &str, reason: &str, metadata: Value) -> Value {
+    json!({"code": code, "message": message, "data": [
+        {"@type": ERROR_INFO, "reason": reason, "domain": "murmur.nexus", "metadata": metadata}
+    ]})
+}
+
+/// -32602 with its sentence.
+pub fn invalid_params(message: &str) -> Value {
+    std_error(-32602, message)
+}
+
+/// Asserts a JSON-RPC error answer: HTTP 200, application/json, no A2A-Extensions header (a
+/// refusal names no extension), `id` echoed, and exactly `error` (so no stray `data`).
+pub fn assert_rpc_error(resp: &Resp, id: Value, error: &Value, row: &str) {
+    assert_eq!(resp.status, 200, "{row}: status; body {}", resp.text());
+    assert_eq!(
+        resp.header("content-type"),
+        Some("application/json"),
+        "{row}: content-type"
+    );
+    assert!(
+        resp.header("a2a-extensions").is_none(),
+        "{row}: a refusal names no extension"
+    );
+    let body = resp.json();
+    assert_eq!(
+        body,
+        json!({"jsonrpc": "2.0", "id": id, "error": error}),
+        "{row}: wrong answer"
+    );
+}
+
+/// Asserts a served JSON-RPC answer (HTTP 200, a `result`) and answers the result.
+pub fn assert_result(resp: &Resp, row: &str) -> Value {
+    assert_eq!(resp.status, 200, "{row}: status; body {}", resp.text());
+    let body = resp.json();
+    assert!(body.get("error").is_none(), "{row}: refused: {body}");
+    assert_eq!(body["jsonrpc"], "2.0", "{row}: {body}");
+    body["result"].clone()
+}
+
+/// Asserts `ts` is RFC 3339 UTC with milliseconds and a Z: `2026-10-13T09:00:00.123Z`.
+pub fn assert_timestamp(ts: &Value, row: &str) {
+    let s = ts
+        .as_str()
+        .unwrap_or_else(|| panic!("{row}: timestamp {ts} is not a string"));
+    let b = s.as_bytes();
+    let ok = b.len() == 24
+        && b[4] == b'-'
+        && b[7] == b'-'
+        && b[10] == b'T'
+        && b[13] == b':'
+        && b[16] == b':'
+        && b[19] == b'.'
+        && b[23] == b'Z'
+        && s.chars().filter(char::is_ascii_digit).count() == 17;
+    assert!(
+        ok,
+        "{row}: timestamp {s} is not RFC 3339 UTC with milliseconds"
+    );
+}
+
+/// A 1×1 PNG, as base64.
+pub const PNG_B64: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGD4DwABBAEAHnOcQAAAAABJRU5ErkJggg==";
+
+/// Waits (bounded) until the session's trace is still: every live task's harness has started,
+/// and every task that started has written its task_end. Held answers and cancels return
+/// before a task's last records are written; a probe taken before this would race them.
+pub fn quiet(run: &Launch, home: &Home) {
+    let mut last = String::new();
+    let still = wait_until(Duration::from_secs(15), || {
+        let trace = home.trace(&run.session);
+        let has = |kind: &str, id: &Value| {
+            trace
+                .iter()
+                .any(|e| e["event_type"] == kind && &e["task_id"] == id)
+        };
+        let mut live = Vec::new();
+        for state in ["TASK_STATE_WORKING", "TASK_STATE_INPUT_REQUIRED"] {
+            let page = run.rpc("ListTasks", json!({"status": state, "pageSize": 100}));
+            live.extend(
+                page["result"]["tasks"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default(),
+            );
+        }
+        let live: Vec<Value> = live.iter().map(|t| t["id"].clone()).collect();
+        let started = trace
+            .iter()
+            .filter(|e| e["event_type"] == "task_start")
+            .map(|e| e["task_id"].clone());
+        let ok = live.iter().all(|id| has("harness_start", id))
+            && started
+                .filter(|id| !live.contains(id))
+                .all(|id| has("task_end", &id));
+        last = format!("live {live:?}, trace {} lines", trace.len());
+        ok
+    });
+    assert!(still, "the trace never went still: {last}");
 }

@@ -15,6 +15,7 @@ pub struct Incoming {
     pub message_id: String,
     /// The task the message continues; `""` reads as none.
     pub task_id: Option<String>,
+    /// The context the message names; `""` reads as none.
     pub context_id: Option<String>,
     /// Distinct ids in first-occurrence order.
     pub reference_task_ids: Vec<String>,
@@ -107,7 +108,10 @@ pub fn read(params: &Map<String, Value>, manifest: &Manifest) -> Result<Incoming
             }
         }
     }
+    // "" is ProtoJSON's unset string: it names no task, and no context either (a task in
+    // context "" could never be found by ListTasks, where contextId "" means every context).
     out.task_id = out.task_id.filter(|t| !t.is_empty());
+    out.context_id = out.context_id.filter(|c| !c.is_empty());
     if let Some(refs) = msg.get("referenceTaskIds") {
         out.reference_task_ids = read_references(refs)?;
     }

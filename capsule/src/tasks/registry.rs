@@ -435,14 +435,15 @@ impl Registry {
     }
 
     /// A message naming a task: delivered as the reply when the task waits for input in the
-    /// same context. The door's capacity is not consulted.
+    /// same context. The door's capacity is not consulted. Answers the task as the reply left
+    /// it (TASK_STATE_WORKING).
     pub fn reply(
         &self,
         id: &str,
         viewer: &Viewer,
         context_id: Option<&str>,
         text: String,
-    ) -> Result<TaskId, ReplyRefusal> {
+    ) -> Result<(TaskId, Value), ReplyRefusal> {
         let mut inner = self.lock();
         let task = inner.visible(id, viewer).ok_or(ReplyRefusal::NotFound)?;
         if task.state != TaskState::InputRequired {
@@ -457,12 +458,17 @@ impl Registry {
             task.prompt = None;
         }
         inner.set_state(&id, TaskState::Working);
+        let json = inner
+            .tasks
+            .get(&id)
+            .map(|t| t.to_json(None))
+            .unwrap_or_default();
         drop(inner);
         if let Some(w) = waiter {
             let _ = w.send(text);
         }
         self.changed();
-        Ok(id)
+        Ok((id, json))
     }
 
     /// One line per referenced task, as it stands now (agent-card.md "Referenced tasks").

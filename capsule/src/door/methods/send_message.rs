@@ -18,15 +18,17 @@ pub async fn apply(door: &Door, params: &Map<String, Value>) -> Result<Answer, R
     let extensions = msg.uses_door_extension.then(|| DOOR_URI.to_owned());
     let viewer = Viewer::Everyone;
     let registry = &door.session.registry;
-    let task_id = match &msg.task_id {
+    // The task as the door took it: TASK_STATE_SUBMITTED when new, WORKING for a reply, even
+    // when the worker moved it on before this answer.
+    let (task_id, as_taken) = match &msg.task_id {
         Some(task) => continue_task(door, &msg, task, &viewer)?,
-        None => match start_task(door, &msg, &viewer) {
-            Ok(id) => id,
+        None => match admit_task(door, &msg, &viewer) {
+            Ok(taken) => taken,
             Err(rejected) => return Ok(Answer::Result(json!({ "task": rejected }), extensions)),
         },
     };
     let task = if msg.return_immediately {
-        registry.get(task_id.as_str(), &viewer)
+        Some(as_taken)
     } else {
         registry.wait_settled(&task_id).await
     };
@@ -35,7 +37,20 @@ pub async fn apply(door: &Door, params: &Map<String, Value>) -> Result<Answer, R
 }
 
 /// A new task: accepted (SUBMITTED) or rejected for room or closing, answered at once.
-pub(super) fn start_task(door: &Door, msg: &Incoming, viewer: &Viewer) -> Result<crate::ids::TaskId, Value> {
+pub(super) fn start_task(
+    door: &Door,
+    msg: &Incoming,
+    viewer: &Viewer,
+) -> Result<crate::ids::TaskId, Value> {
+    admit_task(door, msg, viewer).map(|(id, _)| id)
+}
+
+/// [`start_task`], also answering the task as it was accepted.
+fn admit_task(
+    door: &Door,
+    msg: &Incoming,
+    viewer: &Viewer,
+) -> Result<(crate::ids::TaskId, Value), Value> {
     let registry = &door.session.registry;
     let mut text = msg.text.clone();
     if !msg.reference_task_ids.is_empty() {
@@ -59,7 +74,7 @@ pub(super) fn start_task(door: &Door, msg: &Incoming, viewer: &Viewer) -> Result
                     "origin": "client",
                 }),
             );
-            Ok(id)
+            Ok((id, task))
         }
         Admission::Rejected(_, task) => Err(task),
     }
@@ -71,7 +86,7 @@ pub(super) fn continue_task(
     msg: &Incoming,
     task: &str,
     viewer: &Viewer,
-) -> Result<crate::ids::TaskId, RpcError> {
+) -> Result<(crate::ids::TaskId, Value), RpcError> {
     let registry = &door.session.registry;
     registry
         .reply(task, viewer, msg.context_id.as_deref(), msg.text.clone())

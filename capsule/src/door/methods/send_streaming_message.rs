@@ -27,7 +27,7 @@ pub fn apply(door: &Door, req: &Inbound) -> Result<Answer, RpcError> {
     // Events recorded from here on are live for this stream; the opening snapshot covers the rest.
     let before = session.events.last_id();
     let (task_id, rejected) = match &msg.task_id {
-        Some(task) => (continue_task(door, &msg, task, &viewer)?, None),
+        Some(task) => (continue_task(door, &msg, task, &viewer)?.0, None),
         None => match start_task(door, &msg, &viewer) {
             Ok(id) => (id, None),
             Err(rejected) => (crate::ids::TaskId::from_wire(""), Some(rejected)),
