@@ -251,3 +251,102 @@ fn mur_cancel_and_stop_use_the_operator_token() {
         "tokens die with the session"
     );
 }
+
+#[test]
+fn a_declared_credential_sees_only_the_tasks_it_started() {
+    let home = Home::new();
+    let door = Door::start(&home);
+    let operator = format!("Bearer {}", door.token("operator"));
+    let sender = format!("Bearer {}", door.token("sender"));
+    let watcher = format!("Bearer {}", door.token("watcher"));
+    let mine = door
+        .call(&[&sender], "SendMessage", message("mine", false))
+        .json()["result"]["task"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let theirs = door
+        .call(&[&operator], "SendMessage", message("theirs", false))
+        .json()["result"]["task"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // The sender sees its own task and not the operator's; the operator sees both.
+    assert_eq!(
+        door.call(&[&sender], "GetTask", json!({"id": mine})).json()["result"]["id"],
+        mine.as_str()
+    );
+    let hidden = door
+        .call(&[&sender], "GetTask", json!({"id": theirs}))
+        .json();
+    assert_eq!(hidden["error"]["code"], -32001);
+    assert_eq!(
+        hidden["error"]["data"][0]["metadata"],
+        json!({"taskId": theirs})
+    );
+    let listed = door.call(&[&sender], "ListTasks", json!({})).json();
+    assert_eq!(listed["result"]["totalSize"], 1);
+    assert_eq!(
+        door.call(&[&operator], "ListTasks", json!({})).json()["result"]["totalSize"],
+        2
+    );
+    assert_eq!(
+        door.call(&[&watcher], "ListTasks", json!({})).json()["result"]["totalSize"],
+        0
+    );
+    // A reference to a task the sender does not see reads as one the capsule does not hold.
+    let mut p = message("@echo", false);
+    p["message"]["referenceTaskIds"] = json!([mine, theirs]);
+    let echoed = door.call(&[&sender], "SendMessage", p).json();
+    let text = echoed["result"]["task"]["artifacts"][0]["parts"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(text.contains(&format!("- {mine}: completed")), "{text}");
+    assert!(
+        text.contains(&format!("- {theirs}: not a task this capsule holds")),
+        "{text}"
+    );
+}
+
+#[test]
+fn get_extended_agent_card_answers_any_valid_token() {
+    let home = Home::new();
+    let door = Door::start(&home);
+    let watcher = format!("Bearer {}", door.token("watcher"));
+    let resp = door.call(&[&watcher], "GetExtendedAgentCard", json!({}));
+    assert_eq!(resp.status, 200);
+    let card = &resp.json()["result"];
+    let uris: Vec<&str> = card["capabilities"]["extensions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["uri"].as_str().unwrap())
+        .collect();
+    assert_eq!(uris, [DOOR_URI, CAPSULE_URI, STREAM_URI]);
+    assert_eq!(
+        card["capabilities"]["extensions"][1]["params"]["sessionId"],
+        door.run.session.as_str()
+    );
+    assert_eq!(card["capabilities"]["extendedAgentCard"], true);
+    let public = http(
+        door.run.port,
+        "GET",
+        "/.well-known/agent-card.json",
+        &[],
+        b"",
+    )
+    .json();
+    for key in [
+        "securitySchemes",
+        "securityRequirements",
+        "supportedInterfaces",
+        "skills",
+    ] {
+        assert_eq!(card[key], public[key], "{key}");
+    }
+    assert_eq!(
+        door.call(&[], "GetExtendedAgentCard", json!({})).status,
+        401
+    );
+}

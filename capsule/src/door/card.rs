@@ -22,6 +22,8 @@ pub enum CardKind {
     Public,
     /// An authenticated door's public card: no capsule extension.
     AuthenticatedPublic,
+    /// An authenticated door's extended card: the public one with the capsule extension.
+    Extended,
 }
 
 pub struct CardInputs<'a> {

@@ -45,6 +45,8 @@ pub struct Door {
     /// What POST / serves, in the door extension's order.
     pub methods: Vec<Method>,
     card: Bytes,
+    /// GetExtendedAgentCard's result, on an authenticated door.
+    extended: Option<Value>,
     body_limit: usize,
 }
 
@@ -76,6 +78,7 @@ impl Door {
             card::CardKind::Public
         };
         let card = Bytes::from(card::build(&inputs, kind).to_string());
+        let extended = authenticated.then(|| card::build(&inputs, card::CardKind::Extended));
         // Room for every image a message may carry, base64-encoded, plus its text.
         let images = m.context.images_max_bytes as usize * m.context.images_max_per_turn;
         let body_limit = (images / 3 * 4 + (1 << 20)).clamp(4 << 20, 256 << 20);
@@ -84,8 +87,14 @@ impl Door {
             tokens,
             methods,
             card,
+            extended,
             body_limit,
         }
+    }
+
+    /// The extended card (step 10 lets GetExtendedAgentCard through only when there is one).
+    pub fn extended_card(&self) -> Value {
+        self.extended.clone().unwrap_or(Value::Null)
     }
 
     /// Serves until `session.shutdown` is set, then answers held requests and stops.

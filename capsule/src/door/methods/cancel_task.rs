@@ -4,10 +4,11 @@
 use serde_json::{json, Map, Value};
 
 use super::required_id;
+use crate::door::check::Inbound;
 use crate::door::error::RpcError;
 use crate::door::method::Method;
 use crate::door::{Answer, Door};
-use crate::tasks::{CancelRefusal, TaskState, Viewer};
+use crate::tasks::{CancelRefusal, TaskState};
 
 pub struct CancelTask {
     pub id: String,
@@ -19,9 +20,10 @@ pub fn parse(params: &Map<String, Value>) -> Result<CancelTask, RpcError> {
     })
 }
 
-pub fn apply(door: &Door, params: &Map<String, Value>) -> Result<Answer, RpcError> {
-    let req = parse(params)?;
-    match door.session.registry.cancel(&req.id, &Viewer::Everyone) {
+pub fn apply(door: &Door, req: &Inbound) -> Result<Answer, RpcError> {
+    let viewer = req.viewer();
+    let req = parse(&req.params)?;
+    match door.session.registry.cancel(&req.id, &viewer) {
         Ok((task, was)) => {
             if was == TaskState::Submitted {
                 // Never started: no worker will tell its ending, so the door does.

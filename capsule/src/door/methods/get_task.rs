@@ -3,10 +3,10 @@
 use serde_json::{Map, Value};
 
 use super::required_id;
+use crate::door::check::Inbound;
 use crate::door::error::RpcError;
 use crate::door::method::Method;
 use crate::door::{Answer, Door};
-use crate::tasks::Viewer;
 
 pub struct GetTask {
     pub id: String,
@@ -19,11 +19,12 @@ pub fn parse(params: &Map<String, Value>) -> Result<GetTask, RpcError> {
     })
 }
 
-pub fn apply(door: &Door, params: &Map<String, Value>) -> Result<Answer, RpcError> {
-    let req = parse(params)?;
+pub fn apply(door: &Door, req: &Inbound) -> Result<Answer, RpcError> {
+    let viewer = req.viewer();
+    let req = parse(&req.params)?;
     door.session
         .registry
-        .get(&req.id, &Viewer::Everyone)
+        .get(&req.id, &viewer)
         .map(|task| Answer::Result(task, None))
         .ok_or(RpcError::TaskNotFound(req.id))
 }

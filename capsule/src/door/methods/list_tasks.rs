@@ -4,9 +4,10 @@
 use serde_json::{json, Map, Value};
 
 use crate::clock::parse_rfc3339_nanos;
+use crate::door::check::Inbound;
 use crate::door::error::RpcError;
 use crate::door::{Answer, Door};
-use crate::tasks::{ListQuery, StateFilter, Viewer};
+use crate::tasks::{ListQuery, StateFilter};
 
 const DEFAULT_PAGE: usize = 50;
 const MAX_PAGE: usize = 100;
@@ -81,9 +82,9 @@ pub fn parse(door: &Door, params: &Map<String, Value>) -> Result<ListQuery, RpcE
     })
 }
 
-pub fn apply(door: &Door, params: &Map<String, Value>) -> Result<Answer, RpcError> {
-    let query = parse(door, params)?;
-    let page = door.session.registry.list(&query, &Viewer::Everyone);
+pub fn apply(door: &Door, req: &Inbound) -> Result<Answer, RpcError> {
+    let query = parse(door, &req.params)?;
+    let page = door.session.registry.list(&query, &req.viewer());
     Ok(Answer::Result(
         json!({
             "tasks": page.tasks,

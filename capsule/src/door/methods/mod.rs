@@ -19,10 +19,11 @@ use super::{Answer, Door};
 
 pub async fn apply(door: &Door, req: &Inbound) -> Answer {
     let outcome = match req.method {
-        Some(Method::SendMessage) => send_message::apply(door, &req.params).await,
-        Some(Method::GetTask) => get_task::apply(door, &req.params),
-        Some(Method::ListTasks) => list_tasks::apply(door, &req.params),
-        Some(Method::CancelTask) => cancel_task::apply(door, &req.params),
+        Some(Method::SendMessage) => send_message::apply(door, req).await,
+        Some(Method::GetTask) => get_task::apply(door, req),
+        Some(Method::ListTasks) => list_tasks::apply(door, req),
+        Some(Method::CancelTask) => cancel_task::apply(door, req),
+        Some(Method::GetExtendedAgentCard) => Ok(Answer::Result(door.extended_card(), None)),
         Some(Method::StopSession) => stop_session::apply(door),
         Some(Method::SendStreamingMessage) => send_streaming_message::apply(door, req),
         Some(Method::SubscribeToTask) => subscribe_to_task::apply(door, req),

@@ -4,6 +4,7 @@
 use serde_json::{json, Map, Value};
 
 use crate::door::card::DOOR_URI;
+use crate::door::check::Inbound;
 use crate::door::error::RpcError;
 use crate::door::message::{self, Incoming};
 use crate::door::{Answer, Door};
@@ -13,10 +14,10 @@ pub fn parse(door: &Door, params: &Map<String, Value>) -> Result<Incoming, RpcEr
     message::read(params, &door.session.manifest)
 }
 
-pub async fn apply(door: &Door, params: &Map<String, Value>) -> Result<Answer, RpcError> {
-    let msg = parse(door, params)?;
+pub async fn apply(door: &Door, req: &Inbound) -> Result<Answer, RpcError> {
+    let msg = parse(door, &req.params)?;
     let extensions = msg.uses_door_extension.then(|| DOOR_URI.to_owned());
-    let viewer = Viewer::Everyone;
+    let viewer = req.viewer();
     let registry = &door.session.registry;
     // The task as the door took it: TASK_STATE_SUBMITTED when new, WORKING for a reply, even
     // when the worker moved it on before this answer.
