@@ -171,11 +171,7 @@ fn cancel_interrupts_a_harness_that_honours_sigint() {
         .unwrap()
         .to_owned();
     assert!(wait_until(LONG, || pidfile.exists()));
-    let harness: u32 = std::fs::read_to_string(&pidfile)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let harness = read_pid(&pidfile);
     let started = std::time::Instant::now();
     let canceled = run.rpc("CancelTask", json!({"id": id}));
     assert_eq!(canceled["result"]["status"]["state"], "TASK_STATE_CANCELED");
@@ -244,16 +240,8 @@ fn cancel_kills_a_harness_that_ignores_sigint_after_the_grace() {
         .unwrap()
         .to_owned();
     assert!(wait_until(LONG, || child.exists() && pidfile.exists()));
-    let harness: u32 = std::fs::read_to_string(&pidfile)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    let grandchild: u32 = std::fs::read_to_string(&child)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let harness = read_pid(&pidfile);
+    let grandchild = read_pid(&child);
     let canceled = run.rpc("CancelTask", json!({"id": id}));
     assert_eq!(canceled["result"]["status"]["state"], "TASK_STATE_CANCELED");
     assert!(
@@ -543,11 +531,7 @@ fn ps_stop_and_cancel_from_the_command_line_leave_nothing_running() {
         .unwrap()
         .to_owned();
     assert!(wait_until(LONG, || child.exists()));
-    let grandchild: u32 = std::fs::read_to_string(&child)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let grandchild = read_pid(&child);
     let supervisor = run.pid();
     let below = descendants(supervisor);
     assert!(!below.is_empty());
@@ -576,11 +560,7 @@ fn ctrl_c_stops_the_launch_cleanly() {
     let child = home.root.join("gc.pid");
     run.send(&format!("@grandchild {}\n@sleep 60", child.display()), true);
     assert!(wait_until(LONG, || child.exists()));
-    let grandchild: u32 = std::fs::read_to_string(&child)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let grandchild = read_pid(&child);
     let below = descendants(run.pid());
     let mut run = run;
     signal(run.pid(), 2);

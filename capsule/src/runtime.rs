@@ -159,7 +159,11 @@ async fn run(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
 
     wait_for_end(&session).await;
     // Live tasks are canceled (their harnesses interrupted) before the door closes.
-    session.registry.cancel_all();
+    for (id, was) in session.registry.cancel_all() {
+        if was == TaskState::Submitted {
+            session.trace_canceled_in_queue(&id);
+        }
+    }
     let _ = session.shutdown.send(true);
     let _ = serving.await;
     let _ = tokio::time::timeout(GRACE + Duration::from_secs(5), worker).await;

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use rand::RngCore;
+use serde_json::json;
 use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
@@ -90,6 +91,19 @@ impl Session {
 
     fn tokens(&self) -> std::sync::MutexGuard<'_, HashMap<[u8; 32], TaskId>> {
         self.task_tokens.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Traces the end of a task canceled while it waited in the queue: no worker ran it, so
+    /// no worker will tell its ending.
+    pub fn trace_canceled_in_queue(&self, task: &TaskId) {
+        self.trace.event(
+            "task_canceled",
+            json!({"task_id": task.as_str(), "interrupted": "queue", "in_flight": []}),
+        );
+        self.trace.event(
+            "task_end",
+            json!({"task_id": task.as_str(), "status": "canceled", "exit_status": "canceled"}),
+        );
     }
 
     pub fn harness_session(&self, context: &str) -> Option<String> {

@@ -486,6 +486,14 @@ fn ppid(pid: u32) -> Option<u32> {
         .ok()
 }
 
+/// The pid a harness wrote with `@pidfile` or `@grandchild`.
+pub fn read_pid(path: &Path) -> u32 {
+    let text = std::fs::read_to_string(path).unwrap();
+    text.trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("{} holds no pid: {text:?}", path.display()))
+}
+
 /// True while a process exists and is not a zombie.
 pub fn alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))

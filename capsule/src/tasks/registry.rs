@@ -114,6 +114,14 @@ impl Inner {
         }
     }
 
+    /// The task as GetTask answers it (`null` for an id the registry never held).
+    fn json_of(&self, id: &TaskId) -> Value {
+        self.tasks
+            .get(id)
+            .map(|t| t.to_json(None))
+            .unwrap_or_default()
+    }
+
     fn visible(&self, id: &str, viewer: &Viewer) -> Option<&Task> {
         self.tasks
             .get(&TaskId::from_wire(id))
@@ -233,11 +241,7 @@ impl Registry {
                 },
             );
         }
-        let json = inner
-            .tasks
-            .get(&id)
-            .map(|t| t.to_json(None))
-            .unwrap_or_default();
+        let json = inner.json_of(&id);
         drop(inner);
         self.changed();
         match refusal {
@@ -283,11 +287,7 @@ impl Registry {
         }
         let (id, was) = (task.id.clone(), task.state);
         inner.cancel_live(&id);
-        let json = inner
-            .tasks
-            .get(&id)
-            .map(|t| t.to_json(None))
-            .unwrap_or_default();
+        let json = inner.json_of(&id);
         drop(inner);
         self.changed();
         Ok((json, was))
@@ -458,11 +458,7 @@ impl Registry {
             task.prompt = None;
         }
         inner.set_state(&id, TaskState::Working);
-        let json = inner
-            .tasks
-            .get(&id)
-            .map(|t| t.to_json(None))
-            .unwrap_or_default();
+        let json = inner.json_of(&id);
         drop(inner);
         if let Some(w) = waiter {
             let _ = w.send(text);

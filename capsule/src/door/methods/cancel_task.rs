@@ -1,7 +1,7 @@
 //! CancelTask: a live task moves to TASK_STATE_CANCELED at once and its attempt is interrupted;
 //! an ended one is left unchanged and answered -32002.
 
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 use super::required_id;
 use crate::door::check::Inbound;
@@ -26,15 +26,8 @@ pub fn apply(door: &Door, req: &Inbound) -> Result<Answer, RpcError> {
     match door.session.registry.cancel(&req.id, &viewer) {
         Ok((task, was)) => {
             if was == TaskState::Submitted {
-                // Never started: no worker will tell its ending, so the door does.
-                door.session.trace.event(
-                    "task_canceled",
-                    json!({"task_id": req.id, "interrupted": "queue", "in_flight": []}),
-                );
-                door.session.trace.event(
-                    "task_end",
-                    json!({"task_id": req.id, "status": "canceled", "exit_status": "canceled"}),
-                );
+                door.session
+                    .trace_canceled_in_queue(&crate::ids::TaskId::from_wire(&req.id));
             }
             Ok(Answer::Result(task, None))
         }

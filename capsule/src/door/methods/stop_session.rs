@@ -14,14 +14,7 @@ pub fn apply(door: &Door) -> Result<Answer, RpcError> {
     let canceled = session.registry.cancel_all();
     for (id, was) in &canceled {
         if *was == TaskState::Submitted {
-            session.trace.event(
-                "task_canceled",
-                json!({"task_id": id.as_str(), "interrupted": "queue", "in_flight": []}),
-            );
-            session.trace.event(
-                "task_end",
-                json!({"task_id": id.as_str(), "status": "canceled", "exit_status": "canceled"}),
-            );
+            session.trace_canceled_in_queue(id);
         }
     }
     let ids: Vec<&str> = canceled.iter().map(|(id, _)| id.as_str()).collect();
