@@ -603,3 +603,125 @@ fn a_formation_manifest_is_validated_and_refused_until_formations_land() {
         "{err}"
     );
 }
+
+#[test]
+fn run_takes_the_task_from_a_file_and_prints_json_when_asked() {
+    let home = Home::new();
+    let task = home.write("task.md", "First line of the file\nsecond line\n");
+    let manifest = repo_root().join("manifests/worker.yaml");
+    let (code, out, err) = home.run(&[
+        "run",
+        "--manifest",
+        manifest.to_str().unwrap(),
+        "--task",
+        task.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let mut lines = out.lines();
+    let announced: serde_json::Value = serde_json::from_str(lines.next().unwrap()).unwrap();
+    for key in ["url", "pid", "session_id", "name", "version", "workdir"] {
+        assert!(
+            announced.get(key).is_some(),
+            "{key} missing from {announced}"
+        );
+    }
+    assert_eq!(announced["name"], "worker");
+    assert_eq!(announced["workdir"], home.work.to_str().unwrap());
+    assert!(announced["url"]
+        .as_str()
+        .unwrap()
+        .starts_with("http://localhost:"));
+    assert_eq!(lines.next(), Some("Acknowledged: First line of the file"));
+    assert!(lines.next().unwrap().starts_with("(7 words on 2 lines"));
+}
+
+#[test]
+fn a_harness_that_cannot_start_fails_its_task_and_the_launch() {
+    let home = Home::new();
+    let once = Fixture {
+        acceptance: "single",
+        after_task: "exit",
+        queue_depth: None,
+        ..Fixture::default()
+    };
+    let yaml = once.yaml().replace(
+        "command: [\"python3\",",
+        "command: [\"murmur-no-such-harness\",",
+    );
+    let manifest = home.write("capsule/murmur.yaml", &yaml);
+    let (code, out, err) = home.run(&[
+        "run",
+        "--manifest",
+        manifest.to_str().unwrap(),
+        "--task",
+        "hi",
+    ]);
+    assert_eq!(code, 1, "the launch's task did not complete");
+    assert_eq!(out.lines().count(), 2, "only the announcement: {out}");
+    assert!(
+        err.contains("task failed: the harness murmur-no-such-harness could not start"),
+        "{err}"
+    );
+}
+
+#[test]
+fn trace_show_takes_every_kind_of_session_address() {
+    let home = Home::new();
+    let manifest = repo_root().join("manifests/worker.yaml");
+    let mut sessions = Vec::new();
+    for n in 0..2 {
+        let (code, out, _) = home.run(&[
+            "run",
+            "--manifest",
+            manifest.to_str().unwrap(),
+            "--task",
+            &format!("task {n}"),
+        ]);
+        assert_eq!(code, 0);
+        sessions.push(
+            out.lines()
+                .nth(1)
+                .unwrap()
+                .strip_prefix("session: ")
+                .unwrap()
+                .to_owned(),
+        );
+    }
+    let header = |s: &str| format!("session:    {s}");
+    let trace_path = home.records(&sessions[0]).join("trace.jsonl");
+    let cases = [
+        (vec!["trace", "show"], &sessions[1]),
+        (vec!["trace", "show", "@1"], &sessions[1]),
+        (vec!["trace", "show", "@2"], &sessions[0]),
+        (
+            vec!["trace", "show", &sessions[0][sessions[0].len() - 8..]],
+            &sessions[0],
+        ),
+        (vec!["trace", "show", sessions[1].as_str()], &sessions[1]),
+        (
+            vec!["trace", "show", trace_path.to_str().unwrap()],
+            &sessions[0],
+        ),
+    ];
+    for (args, want) in cases {
+        let (code, out, err) = home.run(&args);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        assert!(out.contains(&header(want)), "{args:?}: {out}");
+        assert!(
+            out.contains("── Tasks") && out.contains("task 1  tsk_") && out.contains("ok"),
+            "{out}"
+        );
+    }
+    let (code, _, err) = home.run(&["trace", "show", "@3"]);
+    assert_eq!(code, 1);
+    assert!(err.starts_with("error[E-CLI-001]: "), "{err}");
+    let elsewhere = home.root.join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let (code, out, _) = home.run(&["trace", "show", "--workdir", home.work.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    assert!(out.contains(&header(&sessions[1])));
+    let (code, _, err) = home.run(&["trace", "show", "--workdir", elsewhere.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(err.contains("no session was recorded"), "{err}");
+}
