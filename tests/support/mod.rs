@@ -90,13 +90,45 @@ impl Home {
         cmd
     }
 
-    /// Runs `mur ARGS` to its end: (exit code, stdout, stderr).
+    /// Runs `mur ARGS` to its end, within 60 s (it is killed and the test fails past that):
+    /// (exit code, stdout, stderr).
     pub fn run(&self, args: &[&str]) -> (i32, String, String) {
-        let out = self.mur().args(args).stdin(Stdio::null()).output().unwrap();
+        let mut child = self
+            .mur()
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut out = child.stdout.take().unwrap();
+        let mut err = child.stderr.take().unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut o = String::new();
+            let _ = out.read_to_string(&mut o);
+            o
+        });
+        let err_reader = std::thread::spawn(move || {
+            let mut e = String::new();
+            let _ = err.read_to_string(&mut e);
+            e
+        });
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("`mur {}` did not end within 60 s", args.join(" "));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
         (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
+            status.code().unwrap_or(-1),
+            reader.join().unwrap_or_default(),
+            err_reader.join().unwrap_or_default(),
         )
     }
 
