@@ -725,3 +725,72 @@ fn trace_show_takes_every_kind_of_session_address() {
     assert_eq!(code, 1);
     assert!(err.contains("no session was recorded"), "{err}");
 }
+
+#[test]
+fn watch_prints_one_line_per_event() {
+    let home = Home::new();
+    let run = fixture_launch(&home, Fixture::default(), &[]);
+    let mut watch = home
+        .mur()
+        .args(["watch", "@1"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = watch.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    assert_eq!(rx.recv_timeout(LONG).unwrap(), "[connection-ack]");
+    let id = run.send("hello", false)["result"]["task"]["id"]
+        .as_str()
+        .unwrap()[..12]
+        .to_owned();
+    let mut lines = Vec::new();
+    while lines.len() < 4 {
+        lines.push(rx.recv_timeout(LONG).unwrap());
+    }
+    assert_eq!(
+        lines,
+        [
+            format!("{id}  submitted"),
+            format!("{id}  working"),
+            format!("{id}  response: Acknowledged."),
+            format!("{id}  completed: task completed"),
+        ]
+    );
+    let _ = watch.kill();
+    let _ = watch.wait();
+}
+
+#[test]
+fn install_reports_what_each_artifact_resolves_to() {
+    let home = Home::new();
+    let worker = repo_root().join("manifests/worker.yaml");
+    let (code, out, err) = home.run(&["install", "--manifest", worker.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.starts_with("ok       local/driver-worker 0.1.0: /"),
+        "{out}"
+    );
+    let missing = home.write(
+        "m/murmur.yaml",
+        &Fixture::default().yaml().replace(
+            "command: [\"python3\",",
+            "command: [\"murmur-no-such-cli\",",
+        ),
+    );
+    let (code, out, err) = home.run(&["install", "--manifest", missing.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(
+        out.starts_with("missing  local/driver-fixture 0.1.0: murmur-no-such-cli is not on PATH"),
+        "{out}"
+    );
+    assert!(
+        err.starts_with("error[E-RUN-030]: 1 of 1 artifacts of fixture are missing"),
+        "{err}"
+    );
+}

@@ -60,6 +60,18 @@ enum Cmd {
     Cancel { address: String, task_id: String },
     /// Print a running session's credentials and tokens, `operator` first
     Token { address: Option<String> },
+    /// Follow a running session's events (murmur.WatchSession), one line each
+    Watch {
+        address: Option<String>,
+        /// Reach a door directly instead of by session address
+        #[arg(long, conflicts_with = "address")]
+        url: Option<String>,
+    },
+    /// Resolve the manifest's artifacts and report what is missing
+    Install {
+        #[arg(long, default_value = "murmur.yaml")]
+        manifest: PathBuf,
+    },
     /// Read a session's trace
     Trace {
         #[command(subcommand)]
@@ -130,6 +142,10 @@ async fn dispatch(cmd: Cmd) -> CliResult<i32> {
         Cmd::Stop { address } => commands::stop::run(&address).await,
         Cmd::Cancel { address, task_id } => commands::cancel::run(&address, &task_id).await,
         Cmd::Token { address } => commands::token::run(address.as_deref()),
+        Cmd::Watch { address, url } => {
+            commands::watch::run(address.as_deref(), url.as_deref()).await
+        }
+        Cmd::Install { manifest } => commands::install::run(&manifest),
         Cmd::Trace {
             command: TraceCmd::Show { address, workdir },
         } => commands::trace::run(address.as_deref(), workdir.as_deref()),

@@ -2,11 +2,13 @@
 
 pub mod cancel;
 pub mod helpers;
+pub mod install;
 pub mod ps;
 pub mod run;
 pub mod stop;
 pub mod token;
 pub mod trace;
+pub mod watch;
 
 use serde_json::Value;
 

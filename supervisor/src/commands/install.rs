@@ -1,0 +1,68 @@
+//! `mur install [--manifest M]`: resolves the manifest's artifacts — built-in drivers, and the
+//! commands process drivers run (on PATH or by path) — and reports what is missing. This
+//! release installs nothing from a registry: what is missing is named with how to get it.
+
+use std::path::{Path, PathBuf};
+
+use capsule::manifest::{self, Artifact};
+
+use crate::error::{CliError, CliResult, Code};
+
+/// The program a command names, when it can be found.
+fn find_program(program: &str) -> Option<PathBuf> {
+    let p = Path::new(program);
+    if program.contains('/') {
+        return p.is_file().then(|| p.to_path_buf());
+    }
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|paths| std::env::split_paths(&paths).collect::<Vec<_>>())
+        .map(|dir| dir.join(program))
+        .find(|candidate| candidate.is_file())
+}
+
+/// One line about an artifact, and whether it is ready.
+fn resolve(a: &Artifact) -> (String, bool) {
+    let version = a.version.as_deref().unwrap_or("-");
+    if a.is_http_driver() {
+        return (
+            format!("ok       {} {version}: built-in http driver", a.name),
+            true,
+        );
+    }
+    let Some(program) = a.process.as_ref().and_then(|p| p.command.first()) else {
+        return (
+            format!("missing  {} {version}: no command to run", a.name),
+            false,
+        );
+    };
+    match find_program(program) {
+        Some(path) => (format!("ok       {} {version}: {}", a.name, path.display()), true),
+        None => (
+            format!("missing  {} {version}: {program} is not on PATH (install it, or give its path in process.command)", a.name),
+            false,
+        ),
+    }
+}
+
+pub fn run(manifest_path: &Path) -> CliResult<i32> {
+    let m = manifest::load(manifest_path).map_err(|e| CliError::Formatted(e.to_string()))?;
+    let mut missing = 0;
+    for a in &m.artifacts {
+        let (line, ok) = resolve(a);
+        println!("{line}");
+        missing += usize::from(!ok);
+    }
+    if missing > 0 {
+        return Err(CliError::new(
+            Code::NotAvailable,
+            format!(
+                "{missing} of {} artifacts of {} are missing",
+                m.artifacts.len(),
+                m.name
+            ),
+            "install what the lines above name, then run `mur install` again",
+        ));
+    }
+    Ok(0)
+}
