@@ -794,3 +794,26 @@ fn install_reports_what_each_artifact_resolves_to() {
         "{err}"
     );
 }
+
+#[test]
+fn a_capsule_that_starts_no_task_needs_no_driver() {
+    let home = Home::new();
+    let manifest = home.write(
+        "observer/murmur.yaml",
+        "name: observer\nversion: \"0.1.0\"\nlifecycle:\n  task_acceptance: none\n",
+    );
+    let run = Launch::start(&home, &manifest, &[]);
+    let card = http(run.port, "GET", "/.well-known/agent-card.json", &[], b"").json();
+    assert_eq!(
+        card["capabilities"]["extensions"][0]["params"]["methods"],
+        json!([
+            "murmur.WatchSession",
+            "GetTask",
+            "ListTasks",
+            "CancelTask",
+            "murmur.StopSession"
+        ])
+    );
+    assert_eq!(run.send("hi", false)["error"]["code"], -32601);
+    assert_eq!(run.rpc("ListTasks", json!({}))["result"]["totalSize"], 0);
+}

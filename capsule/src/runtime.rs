@@ -86,13 +86,15 @@ async fn run(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
             return exit::CANNOT_START;
         }
     };
-    let Some(driver) = crate::harness::driver_of(&manifest) else {
+    // A door that starts no task has no worker, and needs no driver.
+    let driver = crate::harness::driver_of(&manifest);
+    if driver.is_none() && manifest.lifecycle.task_acceptance != TaskAcceptance::None {
         eprintln!(
             "error: {} names no process driver this capsule can run",
             manifest.path.display()
         );
         return exit::CANNOT_START;
-    };
+    }
     let session_id = SessionId::from_wire(&config.session_id);
     let trace = match Trace::open(&config.records_dir, session_id.clone()) {
         Ok(t) => t,
@@ -155,7 +157,7 @@ async fn run(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
         .map(|_| TokenTable::new(&session.manifest.name, &config.tokens));
     let door = Arc::new(Door::new(session.clone(), tokens));
     let serving = tokio::spawn(door.serve(listener));
-    let worker = tokio::spawn(agent::work(session.clone(), driver, launch.clone()));
+    let worker = driver.map(|d| tokio::spawn(agent::work(session.clone(), d, launch.clone())));
 
     wait_for_end(&session).await;
     // Live tasks are canceled (their harnesses interrupted) before the door closes.
@@ -166,7 +168,9 @@ async fn run(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
     }
     let _ = session.shutdown.send(true);
     let _ = serving.await;
-    let _ = tokio::time::timeout(GRACE + Duration::from_secs(5), worker).await;
+    if let Some(worker) = worker {
+        let _ = tokio::time::timeout(GRACE + Duration::from_secs(5), worker).await;
+    }
 
     let status = launch
         .as_ref()

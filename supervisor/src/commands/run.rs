@@ -13,7 +13,7 @@ use tokio::signal::unix::{signal, SignalKind};
 
 use capsule::clock::Millis;
 use capsule::ids::SessionId;
-use capsule::manifest::{self, Manifest, Transport};
+use capsule::manifest::{self, Manifest, TaskAcceptance, Transport};
 use capsule::runtime::{CapsuleConfig, LaunchTask};
 
 use crate::client;
@@ -38,6 +38,10 @@ const STOP_GRACE: Duration = Duration::from_secs(10);
 
 /// The checks a launch makes before anything starts: what this release can run.
 fn check_runnable(m: &Manifest) -> CliResult<()> {
+    // A door that starts no task never runs inference: any driver (or none) will do.
+    if m.lifecycle.task_acceptance == TaskAcceptance::None {
+        return Ok(());
+    }
     if m.inference.transport == Transport::Http {
         return Err(CliError::new(
             Code::NotAvailable,
