@@ -93,6 +93,13 @@ impl Session {
         self.task_tokens.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Resolves once the capsule is going down (at once if it already is).
+    pub async fn going_down(&self) {
+        let mut rx = self.shutdown.subscribe();
+        // The guard wait_for answers is dropped here, so callers stay Send.
+        let _ = rx.wait_for(|down| *down).await.map(|_| ());
+    }
+
     /// Traces the end of a task canceled while it waited in the queue: no worker ran it, so
     /// no worker will tell its ending.
     pub fn trace_canceled_in_queue(&self, task: &TaskId) {

@@ -22,7 +22,7 @@ use hyper::header::{HeaderValue, CONTENT_TYPE, WWW_AUTHENTICATE};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use serde_json::{json, Map, Value};
 use tokio::net::TcpListener;
 
@@ -100,24 +100,31 @@ impl Door {
     /// Serves until `session.shutdown` is set, then answers held requests and stops.
     pub async fn serve(self: Arc<Self>, listener: TcpListener) {
         let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-        let mut shutdown = self.session.shutdown.subscribe();
         loop {
             tokio::select! {
                 accepted = listener.accept() => {
-                    let Ok((stream, _)) = accepted else { continue };
+                    let Ok((stream, _)) = accepted else {
+                        // Out of descriptors or the like: back off instead of spinning.
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    };
                     let _ = stream.set_nodelay(true);
                     let door = self.clone();
                     let service = service_fn(move |req| {
                         let door = door.clone();
                         async move { Ok::<_, Infallible>(door.handle(req).await) }
                     });
-                    let conn = http1::Builder::new().serve_connection(TokioIo::new(stream), service);
+                    // The timer arms hyper's header read timeout (30 s): a client that opens
+                    // a connection and sends nothing does not hold it forever.
+                    let conn = http1::Builder::new()
+                        .timer(TokioTimer::new())
+                        .serve_connection(TokioIo::new(stream), service);
                     let conn = graceful.watch(conn);
                     tokio::spawn(async move {
                         let _ = conn.await;
                     });
                 }
-                _ = shutdown.wait_for(|down| *down) => break,
+                _ = self.session.going_down() => break,
             }
         }
         drop(listener);

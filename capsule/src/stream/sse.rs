@@ -129,7 +129,6 @@ async fn write(
         }
         last = last.max(after);
     }
-    let mut shutdown = session.shutdown.subscribe();
     let mut beat = tokio::time::interval(HEARTBEAT);
     beat.tick().await;
     loop {
@@ -152,7 +151,7 @@ async fn write(
                 Err(broadcast::error::RecvError::Closed) => return,
             },
             _ = beat.tick() => Bytes::from_static(b": heartbeat\n\n"),
-            _ = async { let _ = shutdown.wait_for(|d| *d).await; } => {
+            _ = session.going_down() => {
                 let meta = json!({"frame": "capsule-closed"});
                 let _ = tx.send(data(id, &frame_result("capsule-closed", meta).to_string(), None)).await;
                 return;
