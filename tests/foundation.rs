@@ -817,3 +817,69 @@ fn a_capsule_that_starts_no_task_needs_no_driver() {
     assert_eq!(run.send("hi", false)["error"]["code"], -32601);
     assert_eq!(run.rpc("ListTasks", json!({}))["result"]["totalSize"], 0);
 }
+
+#[test]
+fn the_claude_code_worker_drives_claude_as_its_preset_says() {
+    let home = Home::new();
+    // A stand-in `claude` on PATH: it logs its argv and speaks stream-json through the fixture.
+    let log = home.root.join("argv.log");
+    let fake = home.write(
+        "bin/claude",
+        &format!(
+            "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n' \"$a\" | head -n 1; done > {log}.$$\necho >> {log}.$$\ncat {log}.$$ >> {log}\nexec python3 {} --dialect stream-json \"$@\"\n",
+            fixture().display(),
+            log = log.display()
+        ),
+    );
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        fake.parent().unwrap().display(),
+        std::env::var("PATH").unwrap()
+    );
+    let manifest = repo_root().join("manifests/worker-claude-code.yaml");
+    let run = Launch::start_env(&home, &manifest, &[], &[("PATH", path)]);
+    let ask = || {
+        let mut p = message("hello", false);
+        p["message"]["contextId"] = json!("ctx-claude");
+        run.rpc("SendMessage", p)["result"]["task"]["artifacts"][0]["parts"][0]["text"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let first = ask();
+    let session = first
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .strip_prefix("session=")
+        .unwrap()
+        .to_owned();
+    assert!(ask().contains("resumed=yes prompts=2"));
+    let calls = std::fs::read_to_string(&log).unwrap();
+    let calls: Vec<Vec<&str>> = calls
+        .split("\n\n")
+        .filter(|c| !c.trim().is_empty())
+        .map(|c| c.lines().collect())
+        .collect();
+    assert_eq!(calls.len(), 2);
+    assert_eq!(
+        calls[0][..5],
+        [
+            "-p",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--append-system-prompt"
+        ]
+    );
+    assert_eq!(
+        calls[0][5], "# Murmur capsule guide",
+        "the guide rides as the system prompt"
+    );
+    assert_eq!(calls[0][6..], ["--model", "claude-sonnet-5"]);
+    assert_eq!(
+        calls[1][6..],
+        ["--model", "claude-sonnet-5", "--resume", session.as_str()]
+    );
+}

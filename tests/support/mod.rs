@@ -234,8 +234,19 @@ pub struct Launch {
 impl Launch {
     /// `mur run --manifest M ARGS`, waiting (bounded) for the two announcement lines.
     pub fn start(home: &Home, manifest: &Path, args: &[&str]) -> Launch {
+        Launch::start_env(home, manifest, args, &[])
+    }
+
+    /// [`Launch::start`] with extra environment for `mur run` (and so its harnesses).
+    pub fn start_env(
+        home: &Home,
+        manifest: &Path,
+        args: &[&str],
+        env: &[(&str, String)],
+    ) -> Launch {
         let mut child = home
             .mur()
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
             .arg("run")
             .arg("--manifest")
             .arg(manifest)

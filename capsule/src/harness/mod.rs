@@ -81,6 +81,9 @@ fn build_command(session: &Session, d: &Driver, a: &Attempt) -> Option<Command> 
     };
     let (program, rest) = d.command.split_first()?;
     let mut argv: Vec<String> = rest.iter().map(|s| expand(s, a, &guide_text)).collect();
+    if let (Some(model_args), Some(model)) = (&d.model_args, &session.manifest.inference.model) {
+        argv.extend(model_args.iter().map(|s| s.replace("{model}", model)));
+    }
     if let (Some(resume), Some(_)) = (&d.resume, &a.resume) {
         argv.extend(resume.iter().map(|s| expand(s, a, &guide_text)));
     }

@@ -247,6 +247,7 @@ fn process(
         output,
         resume,
         interrupt,
+        model_args: None,
     })
 }
 

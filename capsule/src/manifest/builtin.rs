@@ -78,6 +78,7 @@ impl Builtin {
                 output: OutputDialect::StreamJson,
                 resume: Some(strings(&["--resume", "{session}"])),
                 interrupt: Interrupt::Sigint,
+                model_args: Some(strings(&["--model", "{model}"])),
             }),
             Builtin::Codex => Some(ProcessDriver {
                 command: strings(&["codex", "exec", "--json", "--skip-git-repo-check"]),
@@ -85,6 +86,7 @@ impl Builtin {
                 output: OutputDialect::CodexJson,
                 resume: Some(strings(&["resume", "{session}"])),
                 interrupt: Interrupt::Sigint,
+                model_args: Some(strings(&["--model", "{model}"])),
             }),
             _ => None,
         }

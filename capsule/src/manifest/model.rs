@@ -96,6 +96,9 @@ pub struct ProcessDriver {
     pub resume: Option<Vec<String>>,
     /// `interrupt`: default `sigint`.
     pub interrupt: Interrupt,
+    /// Arguments added when `inference.model` is set, `{model}` standing for it. Presets only:
+    /// an inline process block names its model in its own command.
+    pub model_args: Option<Vec<String>>,
 }
 
 /// Where the task's text goes.
