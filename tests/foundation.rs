@@ -883,3 +883,63 @@ fn the_claude_code_worker_drives_claude_as_its_preset_says() {
         ["--model", "claude-sonnet-5", "--resume", session.as_str()]
     );
 }
+
+#[test]
+fn cancel_can_interrupt_through_stdin_bytes() {
+    let home = Home::new();
+    let yaml = format!(
+        r#"name: inband
+version: "0.1.0"
+artifacts:
+  - name: local/driver-inband
+    runtime: driver
+    process:
+      command: ["python3", "{}", "--stdin-interrupt", "--prompt-arg"]
+      prompt: arg
+      interrupt: {{ stdin: "stop\n" }}
+inference:
+  transport: process
+  driver: {{ artifact: local/driver-inband }}
+lifecycle: {{ task_acceptance: queue, after_task: sleep }}
+"#,
+        fixture().display()
+    );
+    let manifest = home.write("inband/murmur.yaml", &yaml);
+    let run = Launch::start(&home, &manifest, &[]);
+    // The prompt arrives as the last argument; stdin stays open for the interrupt.
+    let echo = run.send("@echo\nas an argument", false);
+    assert_eq!(
+        echo["result"]["task"]["artifacts"][0]["parts"][0]["text"],
+        "@echo\nas an argument"
+    );
+    let pidfile = home.root.join("h.pid");
+    let id = run.send(&format!("@pidfile {}\n@sleep 60", pidfile.display()), true)["result"]
+        ["task"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(wait_until(LONG, || pidfile.exists()));
+    let harness = read_pid(&pidfile);
+    run.rpc("CancelTask", json!({"id": id}));
+    assert!(
+        wait_until(Duration::from_secs(5), || !alive(harness)),
+        "the stdin bytes ended it"
+    );
+    assert!(wait_until(LONG, || home.trace(&run.session).iter().any(
+        |e| e["event_type"] == "harness_exit" && e["task_id"] == id.as_str()
+    )));
+    let trace = home.trace(&run.session);
+    let interrupt = trace
+        .iter()
+        .find(|e| e["event_type"] == "harness_interrupt")
+        .unwrap();
+    assert_eq!(interrupt["interrupt"], "stdin");
+    let exit = trace
+        .iter()
+        .find(|e| e["event_type"] == "harness_exit" && e["task_id"] == id.as_str())
+        .unwrap();
+    assert_eq!(
+        (exit["exit_code"].as_i64(), exit["killed"].as_bool()),
+        (Some(130), Some(false))
+    );
+}

@@ -15,6 +15,9 @@ The task text (stdin, or the last argument with --prompt-arg) may hold directive
   @pidfile FILE      write this harness's pid to FILE
   @turns N           (stream-json) write N assistant turns before the result
 
+With --stdin-interrupt (use with --prompt-arg: stdin is then the control channel), any line
+arriving on stdin ends the harness with status 130, as an in-band interrupt would.
+
 Anything else is answered "Acknowledged." In --dialect stream-json it speaks Claude Code's
 stream-json (system/init with a session id, assistant turns, a result line) and honours
 `--resume SESSION`; the answer then says which session it ran in and how many prompts that
@@ -25,6 +28,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 
@@ -42,6 +46,9 @@ def main():
         elif args[i] == "--resume":
             resume = args[i + 1]
             i += 2
+        elif args[i] == "--stdin-interrupt":
+            threading.Thread(target=watch_stdin, daemon=True).start()
+            i += 1
         elif args[i] == "--prompt-arg":
             prompt = args[-1]
             i = len(args)
@@ -116,6 +123,13 @@ def main():
         sys.stdout.write(answer + "\n")
     sys.stdout.flush()
     sys.exit(code)
+
+
+def watch_stdin():
+    if sys.stdin.readline():
+        sys.stderr.write("interrupted through stdin\n")
+        sys.stderr.flush()
+        os._exit(130)
 
 
 def emit(obj):
