@@ -943,3 +943,41 @@ lifecycle: {{ task_acceptance: queue, after_task: sleep }}
         (Some(130), Some(false))
     );
 }
+
+#[test]
+fn a_driver_without_a_graceful_interrupt_has_its_harness_killed_at_once() {
+    let home = Home::new();
+    let run = fixture_launch(
+        &home,
+        Fixture {
+            interrupt: "none",
+            ..Fixture::default()
+        },
+        &[],
+    );
+    let pidfile = home.root.join("h.pid");
+    let id = run.send(&format!("@pidfile {}\n@sleep 60", pidfile.display()), true)["result"]
+        ["task"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(wait_until(LONG, || pidfile.exists()));
+    let harness = read_pid(&pidfile);
+    run.rpc("CancelTask", json!({"id": id}));
+    assert!(
+        wait_until(Duration::from_secs(5), || !alive(harness)),
+        "no grace to wait out"
+    );
+    let task = run.wait_task(&id, LONG, |_| true);
+    let said = wait_until(LONG, || {
+        run.rpc("GetTask", json!({"id": id}))["result"]["status"]["message"]["parts"][0]["text"]
+            == "task canceled; the harness was killed and its session may not resume cleanly"
+    });
+    assert!(said, "{task}");
+    let trace = home.trace(&run.session);
+    let interrupt = trace
+        .iter()
+        .find(|e| e["event_type"] == "harness_interrupt")
+        .unwrap();
+    assert_eq!(interrupt["interrupt"], "none");
+}
