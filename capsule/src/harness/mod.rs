@@ -271,7 +271,12 @@ async fn interrupt(
     };
     session.trace.event(
         "harness_interrupt",
-        json!({"task_id": a.task_id, "pid": pid, "interrupt": how, "grace_ms": GRACE.as_millis() as u64}),
+        json!({
+            "task_id": a.task_id,
+            "pid": pid,
+            "interrupt": how,
+            "grace_ms": if how == "none" { 0 } else { GRACE.as_millis() as u64 },
+        }),
     );
     if d.interrupt != Interrupt::None && tokio::time::timeout(GRACE, child.wait()).await.is_ok() {
         return false;
