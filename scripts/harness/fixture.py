@@ -66,14 +66,12 @@ def main():
         if word == "@ignore-sigint":
             signal.signal(signal.SIGINT, signal.SIG_IGN)
         elif word == "@pidfile":
-            with open(rest, "w") as f:
-                f.write(str(os.getpid()))
+            write_atomically(rest, str(os.getpid()))
         elif word == "@grandchild":
             child = subprocess.Popen(
                 ["sleep", "300"], start_new_session=True,
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            with open(rest, "w") as f:
-                f.write(str(child.pid))
+            write_atomically(rest, str(child.pid))
         elif word == "@sleep":
             try:
                 time.sleep(float(rest))
@@ -123,6 +121,13 @@ def main():
         sys.stdout.write(answer + "\n")
     sys.stdout.flush()
     sys.exit(code)
+
+
+def write_atomically(path, text):
+    """Tests wait for the file to exist, then read it: it must never exist half-written."""
+    with open(path + ".tmp", "w") as f:
+        f.write(text)
+    os.rename(path + ".tmp", path)
 
 
 def watch_stdin():
