@@ -2,6 +2,7 @@
 //! listener the supervisor bound, serve the door, run the worker, and shut down cleanly on
 //! SIGTERM or after the last task under `after_task: exit`.
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -46,6 +47,10 @@ pub struct LaunchTask {
 }
 
 pub const CONFIG_ENV: &str = "MURMUR_CAPSULE_CONFIG";
+
+/// The first line a capsule writes on stdout, once its door is serving: `mur run` announces
+/// the launch on it (the launch task's answer follows).
+pub const READY_LINE: &str = "murmur-capsule-ready";
 
 /// Exit statuses of a capsule process, which `mur run` passes on.
 pub mod exit {
@@ -157,6 +162,10 @@ async fn run(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
         .map(|_| TokenTable::new(&session.manifest.name, &config.tokens));
     let door = Arc::new(Door::new(session.clone(), tokens));
     let serving = tokio::spawn(door.serve(listener));
+    {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{READY_LINE}").and_then(|_| out.flush());
+    }
     let worker = driver.map(|d| tokio::spawn(agent::work(session.clone(), d, launch.clone())));
 
     wait_for_end(&session).await;

@@ -1,7 +1,7 @@
 //! `mur run`: validate the manifest, bind the listener, start the capsule, announce it, relay
 //! the launch task's answer, and stop everything cleanly on Ctrl-C or SIGTERM (DESIGN §3).
 
-use std::io::Write;
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::sync::mpsc;
@@ -14,7 +14,7 @@ use tokio::signal::unix::{signal, SignalKind};
 use capsule::clock::Millis;
 use capsule::ids::SessionId;
 use capsule::manifest::{self, Manifest, TaskAcceptance, Transport};
-use capsule::runtime::{CapsuleConfig, LaunchTask};
+use capsule::runtime::{CapsuleConfig, LaunchTask, READY_LINE};
 
 use crate::client;
 use crate::error::{CliError, CliResult, Code};
@@ -164,8 +164,9 @@ pub async fn run(args: RunArgs) -> CliResult<i32> {
     drop(listener);
     let pid = child.id() as i32;
     let exited = launch::start_reaper(pid);
+    let stdout = read_stdout(&mut child);
 
-    if let Err(e) = wait_ready(&url, &exited).await {
+    if let Err(e) = wait_ready(&stdout, &exited).await {
         launch::terminate_group(pid, Signal::SIGKILL);
         launch::sweep();
         tokens::remove(session_id.as_str());
@@ -187,7 +188,7 @@ pub async fn run(args: RunArgs) -> CliResult<i32> {
         eprintln!("warning: cannot write the running-capsule record: {e}");
     }
     announce(&args, &m, &record, &workdir);
-    relay_stdout(&mut child);
+    let _ = stdout.relay.send(());
 
     let operator = minted
         .iter()
@@ -204,30 +205,74 @@ pub async fn run(args: RunArgs) -> CliResult<i32> {
     Ok(code)
 }
 
-async fn wait_ready(url: &str, exited: &mpsc::Receiver<i32>) -> CliResult<()> {
+/// The capsule's stdout, read by a thread: its first line says it is ready, and the rest (the
+/// launch task's answer) is relayed once the launch has been announced.
+struct CapsuleStdout {
+    first_line: mpsc::Receiver<String>,
+    relay: mpsc::Sender<()>,
+}
+
+fn read_stdout(child: &mut Child) -> CapsuleStdout {
+    let (line_tx, first_line) = mpsc::channel();
+    let (relay, go) = mpsc::channel::<()>();
+    if let Some(from) = child.stdout.take() {
+        std::thread::spawn(move || {
+            let mut reader = BufReader::new(from);
+            let mut line = String::new();
+            if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                return;
+            }
+            let _ = line_tx.send(line.trim_end().to_owned());
+            if go.recv().is_ok() {
+                let _ = std::io::copy(&mut reader, &mut std::io::stdout());
+            }
+        });
+    }
+    CapsuleStdout { first_line, relay }
+}
+
+/// Waits (bounded) for the capsule's ready line. The listener was bound before the capsule
+/// started, so once the capsule is serving its URL is good, however fast its task ends.
+async fn wait_ready(out: &CapsuleStdout, exited: &mpsc::Receiver<i32>) -> CliResult<()> {
     let deadline = tokio::time::Instant::now() + READY_WITHIN;
     loop {
-        if let Ok(code) = exited.try_recv() {
-            return Err(CliError::new(
-                Code::CapsuleDidNotStart,
-                format!("the capsule exited with status {code} before its door answered"),
-                "read the capsule's error above",
-            ));
-        }
-        if client::card(url, Duration::from_millis(500)).await.is_ok() {
-            return Ok(());
+        match out.first_line.try_recv() {
+            Ok(line) if line == READY_LINE => return Ok(()),
+            Ok(line) => {
+                return Err(CliError::new(
+                    Code::CapsuleDidNotStart,
+                    format!("the capsule said {line:?} instead of getting ready"),
+                    "report this bug",
+                ))
+            }
+            Err(mpsc::TryRecvError::Disconnected) => {
+                let code = launch_exit_code(exited).await;
+                return Err(CliError::new(
+                    Code::CapsuleDidNotStart,
+                    format!("the capsule exited with status {code} before its door was ready"),
+                    "read the capsule's error above",
+                ));
+            }
+            Err(mpsc::TryRecvError::Empty) => {}
         }
         if tokio::time::Instant::now() > deadline {
             return Err(CliError::new(
                 Code::CapsuleDidNotStart,
                 format!(
-                    "the capsule's door did not answer within {}s",
+                    "the capsule's door was not ready within {}s",
                     READY_WITHIN.as_secs()
                 ),
                 "check the machine's load and the capsule's output",
             ));
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+async fn launch_exit_code(exited: &mpsc::Receiver<i32>) -> String {
+    match poll_exit(exited, Some(Duration::from_secs(2))).await {
+        Some(code) => code.to_string(),
+        None => "unknown".to_owned(),
     }
 }
 
@@ -245,15 +290,6 @@ fn announce(args: &RunArgs, m: &Manifest, r: &RunningCapsule, workdir: &Path) {
         let _ = writeln!(out, "session: {}", r.session_id);
     }
     let _ = out.flush();
-}
-
-/// Copies the capsule's stdout (the launch task's answer) to ours, after the announcement.
-fn relay_stdout(child: &mut Child) {
-    if let Some(mut from) = child.stdout.take() {
-        std::thread::spawn(move || {
-            let _ = std::io::copy(&mut from, &mut std::io::stdout());
-        });
-    }
 }
 
 /// Waits for the capsule to end on its own, or stops it on Ctrl-C / SIGTERM. Answers the exit
