@@ -381,6 +381,22 @@ fn the_harness_gets_its_environment() {
     assert_eq!(env["MURMUR_TASK_TOKEN"].as_str().unwrap().len(), 64);
     assert!(std::path::Path::new(env["MURMUR_GUIDE"].as_str().unwrap()).is_file());
     assert!(env.get("MURMUR_HARNESS_SESSION").is_none());
+    for internal in ["MURMUR_CAPSULE_CONFIG", "MURMUR_LISTEN_FD"] {
+        assert!(
+            env.get(internal).is_none(),
+            "{internal} is the capsule's own business"
+        );
+    }
+    // Nothing but the harness's own pipes: the door's listening socket is not inherited.
+    let fds = run.send("@fds", false)["result"]["task"]["artifacts"][0]["parts"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(fds.lines().count() >= 3, "{fds}");
+    assert!(
+        !fds.contains("socket:"),
+        "the harness inherited a socket:\n{fds}"
+    );
     // The token never reaches the trace.
     let trace = std::fs::read_to_string(home.records(&run.session).join("trace.jsonl")).unwrap();
     assert!(!trace.contains(env["MURMUR_TASK_TOKEN"].as_str().unwrap()));

@@ -9,6 +9,7 @@ The task text (stdin, or the last argument with --prompt-arg) may hold directive
   @exit CODE         exit with CODE after the other directives
   @ask QUESTION      run `mur request-input QUESTION` and answer with its reply
   @env               answer with the MURMUR_* environment as JSON
+  @fds               answer with what each open file descriptor points at, one per line
   @echo              answer with the whole task text verbatim
   @silent            print nothing
   @grandchild FILE   start a detached grandchild (its own session) and write its pid to FILE
@@ -90,6 +91,15 @@ def main():
             answer = "reply: " + out.stdout.strip()
         elif word == "@env":
             answer = json.dumps({k: v for k, v in sorted(os.environ.items()) if k.startswith("MURMUR_")})
+        elif word == "@fds":
+            fds = sorted(int(n) for n in os.listdir("/proc/self/fd"))
+            lines = []
+            for n in fds:
+                try:
+                    lines.append(f"{n} {os.readlink(f'/proc/self/fd/{n}')}")
+                except OSError:
+                    pass
+            answer = "\n".join(lines)
         elif word == "@echo":
             answer = prompt
         elif word == "@silent":

@@ -170,5 +170,13 @@ fn capsule_main() -> i32 {
     };
     // SAFETY: `mur run` placed the bound listener on this fd before exec, and nothing else owns it.
     let listener = unsafe { std::net::TcpListener::from_raw_fd(fd) };
+    // Inherited without close-on-exec; harnesses must not inherit the door's socket.
+    // SAFETY: plain fcntl on a descriptor this process owns.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFD);
+        libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
+    }
+    std::env::remove_var(capsule::runtime::CONFIG_ENV);
+    std::env::remove_var(launch::LISTEN_FD_ENV);
     capsule::runtime::main(config, listener)
 }
