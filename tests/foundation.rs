@@ -91,10 +91,7 @@ fn a_full_queue_rejects_with_capsule_is_busy() {
         ..Fixture::default()
     };
     let run = fixture_launch(&home, f, &[]);
-    let first = run.send("@sleep 30", true)["result"]["task"]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let first = run.start_task("@sleep 30");
     run.wait_task(&first, LONG, |s| s == "TASK_STATE_WORKING");
     let queued = run.send("queued", true);
     assert_eq!(
@@ -125,10 +122,7 @@ fn single_acceptance_takes_one_task_and_after_task_exit_ends_the_launch() {
         ..Fixture::default()
     };
     let mut run = fixture_launch(&home, f, &[]);
-    let first = run.send("@sleep 1", true)["result"]["task"]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let first = run.start_task("@sleep 1");
     let busy = run.send("second", true);
     assert_eq!(
         busy["result"]["task"]["status"]["state"],
@@ -166,12 +160,8 @@ fn cancel_interrupts_a_harness_that_honours_sigint() {
     let run = fixture_launch(&home, Fixture::default(), &[]);
     let pidfile = home.root.join("harness.pid");
     let text = format!("@pidfile {}\n@sleep 60", pidfile.display());
-    let id = run.send(&text, true)["result"]["task"]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    assert!(wait_until(LONG, || pidfile.exists()));
-    let harness = read_pid(&pidfile);
+    let id = run.start_task(&text);
+    let harness = wait_pid(&pidfile);
     let started = std::time::Instant::now();
     let canceled = run.rpc("CancelTask", json!({"id": id}));
     assert_eq!(canceled["result"]["status"]["state"], "TASK_STATE_CANCELED");
@@ -235,13 +225,9 @@ fn cancel_kills_a_harness_that_ignores_sigint_after_the_grace() {
         pidfile.display(),
         child.display()
     );
-    let id = run.send(&text, true)["result"]["task"]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    assert!(wait_until(LONG, || child.exists() && pidfile.exists()));
-    let harness = read_pid(&pidfile);
-    let grandchild = read_pid(&child);
+    let id = run.start_task(&text);
+    let harness = wait_pid(&pidfile);
+    let grandchild = wait_pid(&child);
     let canceled = run.rpc("CancelTask", json!({"id": id}));
     assert_eq!(canceled["result"]["status"]["state"], "TASK_STATE_CANCELED");
     assert!(
@@ -524,12 +510,8 @@ fn ps_stop_and_cancel_from_the_command_line_leave_nothing_running() {
         format!("nothing to cancel: task {done} is already TASK_STATE_COMPLETED\n")
     );
     let pidfile = home.root.join("h.pid");
-    let long = run.send(&format!("@pidfile {}\n@sleep 60", pidfile.display()), true)["result"]
-        ["task"]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    assert!(wait_until(LONG, || pidfile.exists()));
+    let long = run.start_task(&format!("@pidfile {}\n@sleep 60", pidfile.display()));
+    wait_pid(&pidfile);
     let (code, out, _) = home.run(&["cancel", "@1", &long]);
     assert_eq!((code, out), (0, format!("canceled: {long}\n")));
     let (code, _, err) = home.run(&["cancel", "@1", "tsk_nope"]);
@@ -541,13 +523,8 @@ fn ps_stop_and_cancel_from_the_command_line_leave_nothing_running() {
 
     // mur stop: StopSession's account, then the whole launch ends.
     let child = home.root.join("gc.pid");
-    let live = run.send(&format!("@grandchild {}\n@sleep 60", child.display()), true)["result"]
-        ["task"]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    assert!(wait_until(LONG, || child.exists()));
-    let grandchild = read_pid(&child);
+    let live = run.start_task(&format!("@grandchild {}\n@sleep 60", child.display()));
+    let grandchild = wait_pid(&child);
     let supervisor = run.pid();
     let below = descendants(supervisor);
     assert!(!below.is_empty());
@@ -575,8 +552,7 @@ fn ctrl_c_stops_the_launch_cleanly() {
     let run = fixture_launch(&home, Fixture::default(), &[]);
     let child = home.root.join("gc.pid");
     run.send(&format!("@grandchild {}\n@sleep 60", child.display()), true);
-    assert!(wait_until(LONG, || child.exists()));
-    let grandchild = read_pid(&child);
+    let grandchild = wait_pid(&child);
     let below = descendants(run.pid());
     let mut run = run;
     signal(run.pid(), 2);
@@ -929,13 +905,8 @@ lifecycle: {{ task_acceptance: queue, after_task: sleep }}
         "@echo\nas an argument"
     );
     let pidfile = home.root.join("h.pid");
-    let id = run.send(&format!("@pidfile {}\n@sleep 60", pidfile.display()), true)["result"]
-        ["task"]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    assert!(wait_until(LONG, || pidfile.exists()));
-    let harness = read_pid(&pidfile);
+    let id = run.start_task(&format!("@pidfile {}\n@sleep 60", pidfile.display()));
+    let harness = wait_pid(&pidfile);
     run.rpc("CancelTask", json!({"id": id}));
     assert!(
         wait_until(Duration::from_secs(5), || !alive(harness)),
@@ -972,13 +943,8 @@ fn a_driver_without_a_graceful_interrupt_has_its_harness_killed_at_once() {
         &[],
     );
     let pidfile = home.root.join("h.pid");
-    let id = run.send(&format!("@pidfile {}\n@sleep 60", pidfile.display()), true)["result"]
-        ["task"]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    assert!(wait_until(LONG, || pidfile.exists()));
-    let harness = read_pid(&pidfile);
+    let id = run.start_task(&format!("@pidfile {}\n@sleep 60", pidfile.display()));
+    let harness = wait_pid(&pidfile);
     run.rpc("CancelTask", json!({"id": id}));
     assert!(
         wait_until(Duration::from_secs(5), || !alive(harness)),

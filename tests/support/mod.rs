@@ -321,6 +321,15 @@ impl Launch {
         self.rpc("SendMessage", message(text, return_immediately))
     }
 
+    /// Starts a task with `returnImmediately` and answers its id.
+    pub fn start_task(&self, text: &str) -> String {
+        let resp = self.send(text, true);
+        resp["result"]["task"]["id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no task started: {resp}"))
+            .to_owned()
+    }
+
     /// Waits until the task reaches a state satisfying `f`; answers the task.
     pub fn wait_task(&self, id: &str, limit: Duration, f: impl Fn(&str) -> bool) -> Value {
         let mut last = Value::Null;
@@ -535,6 +544,16 @@ pub fn read_pid(path: &Path) -> u32 {
     text.trim()
         .parse()
         .unwrap_or_else(|_| panic!("{} holds no pid: {text:?}", path.display()))
+}
+
+/// Waits (bounded) for a harness to write `path`, then reads the pid in it.
+pub fn wait_pid(path: &Path) -> u32 {
+    assert!(
+        wait_until(Duration::from_secs(30), || path.exists()),
+        "no harness wrote {}",
+        path.display()
+    );
+    read_pid(path)
 }
 
 /// True while a process exists and is not a zombie.
