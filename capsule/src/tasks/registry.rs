@@ -93,7 +93,13 @@ pub struct Registry {
     changes: watch::Sender<u64>,
     /// The running slot plus the tasks allowed to wait behind it; 0 starts no task.
     slots: usize,
+    retained: usize,
 }
+
+/// How many tasks the registry keeps. Past it, the task that ended longest ago is forgotten
+/// (answered -32001 from then on); live tasks are never forgotten. A bound on memory for a
+/// capsule that runs for weeks, far above what any session reads back.
+pub const RETAINED: usize = 10_000;
 
 pub const BUSY: &str = "task rejected: capsule is busy";
 pub const CLOSING: &str = "task rejected: the session is closing";
@@ -111,6 +117,22 @@ impl Inner {
             if let Some(observe) = &self.observer {
                 observe(task);
             }
+        }
+    }
+
+    /// Forgets the tasks that ended longest ago while more than `retained` are kept.
+    fn forget_beyond(&mut self, retained: usize) {
+        while self.tasks.len() > retained {
+            let oldest_ended = self
+                .order
+                .iter()
+                .find(|(_, id)| self.tasks.get(*id).is_some_and(|t| t.state.is_terminal()))
+                .map(|(seq, id)| (*seq, id.clone()));
+            let Some((seq, id)) = oldest_ended else {
+                return;
+            };
+            self.order.remove(&seq);
+            self.tasks.remove(&id);
         }
     }
 
@@ -152,6 +174,11 @@ impl Inner {
 impl Registry {
     /// `slots`: 0 under `task_acceptance: none`, 1 under single, 1 + queue_depth under queue.
     pub fn new(slots: usize) -> Self {
+        Registry::with_retention(slots, RETAINED)
+    }
+
+    /// A registry keeping at most `retained` tasks (see [`RETAINED`]).
+    pub fn with_retention(slots: usize, retained: usize) -> Self {
         Registry {
             inner: Mutex::new(Inner {
                 observer: None,
@@ -165,6 +192,7 @@ impl Registry {
             }),
             changes: watch::channel(0).0,
             slots,
+            retained,
         }
     }
 
@@ -230,6 +258,7 @@ impl Registry {
             },
         );
         inner.touch(&id);
+        inner.forget_beyond(self.retained);
         if refusal.is_none() {
             inner.queue.push_back(id.clone());
             let (cancel, _) = watch::channel(false);
@@ -540,6 +569,50 @@ impl Registry {
             next_page_token,
             page_size: q.page_size,
             total_size: total,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn input() -> TaskInput {
+        TaskInput::default()
+    }
+
+    #[test]
+    fn past_its_retention_the_registry_forgets_the_longest_ended_tasks_only() {
+        let reg = Registry::with_retention(1, 3);
+        let admit = || match reg.admit(None, Owner::Session, input()) {
+            Admission::Accepted(id, _) | Admission::Rejected(id, _) => id,
+        };
+        let live = admit();
+        // The one slot is taken: these four are rejected, so they end at once.
+        let rejected: Vec<TaskId> = (0..4).map(|_| admit()).collect();
+        let everyone = Viewer::Everyone;
+        let kept: Vec<String> = reg
+            .list(&all(), &everyone)
+            .tasks
+            .iter()
+            .map(|t| t["id"].as_str().unwrap_or_default().to_owned())
+            .collect();
+        let expected: Vec<String> = [&rejected[3], &rejected[2], &live]
+            .iter()
+            .map(|id| id.to_string())
+            .collect();
+        assert_eq!(kept, expected, "the newest ended tasks and the live one");
+        assert!(reg.get(rejected[0].as_str(), &everyone).is_none());
+    }
+
+    fn all() -> ListQuery {
+        ListQuery {
+            context_id: None,
+            state: StateFilter::Any,
+            page_size: 100,
+            after_seq: None,
+            since_nanos: None,
+            include_artifacts: false,
         }
     }
 }
