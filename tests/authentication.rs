@@ -350,3 +350,26 @@ fn get_extended_agent_card_answers_any_valid_token() {
         401
     );
 }
+
+#[test]
+fn mur_ps_prunes_the_record_and_tokens_of_a_launch_that_was_killed_outright() {
+    let home = Home::new();
+    let mut door = Door::start(&home);
+    let run_dir = home.home.join("run");
+    let record = run_dir.join(format!("{}.json", door.run.session));
+    let tokens = run_dir.join(format!("{}.tokens", door.run.session));
+    assert!(record.exists() && tokens.exists());
+    let rec: Value = serde_json::from_str(&std::fs::read_to_string(&record).unwrap()).unwrap();
+    let capsule = rec["pid"].as_u64().unwrap() as u32;
+    // SIGKILL leaves the supervisor no chance to clean up; the capsule follows (parent death).
+    let supervisor = door.run.pid();
+    signal(supervisor, 9);
+    let _ = door.run.child.wait();
+    assert!(wait_until(std::time::Duration::from_secs(30), || !alive(
+        capsule
+    )));
+    assert!(tokens.exists(), "nothing removed it yet");
+    let (code, out, _) = home.run(&["ps"]);
+    assert_eq!((code, out.as_str()), (0, "no capsule is running\n"));
+    assert!(!record.exists() && !tokens.exists(), "mur ps pruned both");
+}

@@ -31,6 +31,11 @@ pub fn run_dir() -> PathBuf {
     home().join("run")
 }
 
+/// `run/<session_id>.tokens`: a running session's door tokens (0600), beside its record.
+pub fn tokens_path(session_id: &str) -> PathBuf {
+    run_dir().join(format!("{session_id}.tokens"))
+}
+
 /// One running capsule, as `run/<session_id>.json` records it (mode 0600). No token, ever.
 #[derive(Serialize, Deserialize, Debug, Clone)]
 pub struct RunningCapsule {
@@ -52,7 +57,9 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {
         fs::create_dir_all(dir)?;
     }
-    let tmp = path.with_extension("tmp");
+    let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
+    tmp_name.push(".tmp");
+    let tmp = path.with_file_name(tmp_name);
     let mut f = fs::OpenOptions::new()
         .create(true)
         .truncate(true)
@@ -79,9 +86,22 @@ impl RunningCapsule {
         let _ = fs::remove_file(self.path());
     }
 
+    /// The capsule process exists and has not ended (a zombie has ended: only its exit status
+    /// waits for a parent that may never collect it).
     pub fn is_alive(&self) -> bool {
-        Path::new(&format!("/proc/{}", self.pid)).exists()
+        process_running(self.pid)
     }
+}
+
+/// True while `pid` exists and is not a zombie.
+pub fn process_running(pid: u32) -> bool {
+    fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            stat.rfind(')')
+                .map(|i| !stat[i + 1..].trim_start().starts_with('Z'))
+        })
+        .unwrap_or(false)
 }
 
 /// Running capsules, newest first, with records of vanished processes pruned.
@@ -104,6 +124,8 @@ pub fn running() -> Vec<RunningCapsule> {
         if rec.is_alive() {
             found.push(rec);
         } else {
+            // A launch that was killed outright left its record and tokens behind.
+            let _ = fs::remove_file(tokens_path(&rec.session_id));
             let _ = fs::remove_file(&path);
         }
     }

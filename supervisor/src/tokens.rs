@@ -2,8 +2,6 @@
 //! declared credential), kept in a 0600 file beside the running-capsule record and never in the
 //! record, the trace or a log line. The capsule receives only their sha256 digests.
 
-use std::path::PathBuf;
-
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use rand::RngCore;
@@ -11,7 +9,7 @@ use rand::RngCore;
 use capsule::auth::{digest_hex, TokenDigest, OPERATOR};
 use capsule::manifest::Manifest;
 
-use crate::records::{run_dir, write_private};
+use crate::records::{tokens_path, write_private};
 
 /// One credential's token.
 pub struct Minted {
@@ -57,10 +55,6 @@ pub fn digests(minted: &[Minted]) -> Vec<TokenDigest> {
         .collect()
 }
 
-fn path(session_id: &str) -> PathBuf {
-    run_dir().join(format!("{session_id}.tokens"))
-}
-
 /// Writes `credential token` lines, operator first, mode 0600.
 pub fn save(session_id: &str, minted: &[Minted]) -> std::io::Result<()> {
     if minted.is_empty() {
@@ -70,12 +64,12 @@ pub fn save(session_id: &str, minted: &[Minted]) -> std::io::Result<()> {
         .iter()
         .map(|m| format!("{} {}\n", m.credential, m.token))
         .collect();
-    write_private(&path(session_id), text.as_bytes())
+    write_private(&tokens_path(session_id), text.as_bytes())
 }
 
 /// `(credential, token)` pairs of a running session, operator first; empty for a public door.
 pub fn load(session_id: &str) -> Vec<(String, String)> {
-    std::fs::read_to_string(path(session_id))
+    std::fs::read_to_string(tokens_path(session_id))
         .unwrap_or_default()
         .lines()
         .filter_map(|l| l.split_once(' '))
@@ -92,5 +86,5 @@ pub fn operator(session_id: &str) -> Option<String> {
 }
 
 pub fn remove(session_id: &str) {
-    let _ = std::fs::remove_file(path(session_id));
+    let _ = std::fs::remove_file(tokens_path(session_id));
 }

@@ -160,7 +160,13 @@ pub async fn run(args: RunArgs) -> CliResult<i32> {
         launch: launch_task,
         tokens: tokens::digests(&minted),
     };
-    let mut child = launch::spawn_capsule(&listener, &config)?;
+    let mut child = match launch::spawn_capsule(&listener, &config) {
+        Ok(child) => child,
+        Err(e) => {
+            tokens::remove(session_id.as_str());
+            return Err(e);
+        }
+    };
     drop(listener);
     let pid = child.id() as i32;
     let exited = launch::start_reaper(pid);

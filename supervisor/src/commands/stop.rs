@@ -48,13 +48,10 @@ pub async fn run(address: &str) -> CliResult<i32> {
     let _ = kill(Pid::from_raw(target as i32), Signal::SIGTERM);
     // Return once the launch has ended, so nothing it started is left when we do.
     let deadline = Instant::now() + Duration::from_secs(30);
-    while std::path::Path::new(&format!("/proc/{target}")).exists() && Instant::now() < deadline {
-        if is_zombie(target) {
-            break;
-        }
+    while records::process_running(target) && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    if std::path::Path::new(&format!("/proc/{}", rec.pid)).exists() && !is_zombie(rec.pid) {
+    if records::process_running(rec.pid) {
         return Err(CliError::new(
             Code::Unreachable,
             format!("session {} did not end within 30s", rec.session_id),
@@ -63,14 +60,4 @@ pub async fn run(address: &str) -> CliResult<i32> {
     }
     println!("stopped: {}", rec.session_id);
     Ok(0)
-}
-
-fn is_zombie(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| {
-            s.rfind(')')
-                .map(|i| s[i + 1..].trim_start().starts_with('Z'))
-        })
-        .unwrap_or(true)
 }
