@@ -329,6 +329,8 @@ fn step_8_a2a_version_table() {
         ("1.0.", "/", vec![("A2A-Version", "1.0.")], "1.0."),
         ("1.0.1a", "/", vec![("A2A-Version", "1.0.1a")], "1.0.1a"),
         ("v1.0", "/", vec![("A2A-Version", "v1.0")], "v1.0"),
+        // Not ASCII: still named as sent, not as "".
+        ("1.0é", "/", vec![("A2A-Version", "1.0é")], "1.0é"),
         (
             "two lines of 1.0",
             "/",

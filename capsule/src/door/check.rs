@@ -157,17 +157,20 @@ fn jsonrpc(_door: &Door, req: &mut Inbound) -> Checked {
 
 /// Step 8: `A2A-Version: 1.0` or `1.0.<digits>`, on exactly one header line.
 fn version(_door: &Door, req: &mut Inbound) -> Checked {
-    let lines: Vec<&str> = req
+    let mut lines = req.headers.get_all("a2a-version").iter();
+    if let (Some(one), None) = (lines.next(), lines.next()) {
+        if one.to_str().is_ok_and(version_supported) {
+            return Ok(());
+        }
+    }
+    // The refusal names the value as sent: every line, joined with ",".
+    let requested: Vec<String> = req
         .headers
         .get_all("a2a-version")
         .iter()
-        .map(|v| v.to_str().unwrap_or(""))
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
         .collect();
-    if lines.len() == 1 && version_supported(lines[0]) {
-        return Ok(());
-    }
-    let requested = lines.join(",");
-    Err(rpc(req, RpcError::VersionNotSupported(requested)))
+    Err(rpc(req, RpcError::VersionNotSupported(requested.join(","))))
 }
 
 pub fn version_supported(value: &str) -> bool {
