@@ -100,6 +100,8 @@ impl Door {
     /// Serves until `session.shutdown` is set, then answers held requests and stops.
     pub async fn serve(self: Arc<Self>, listener: TcpListener) {
         let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+        let going_down = self.session.going_down();
+        tokio::pin!(going_down);
         loop {
             tokio::select! {
                 accepted = listener.accept() => {
@@ -124,7 +126,7 @@ impl Door {
                         let _ = conn.await;
                     });
                 }
-                _ = self.session.going_down() => break,
+                _ = &mut going_down => break,
             }
         }
         drop(listener);

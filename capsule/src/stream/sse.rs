@@ -129,6 +129,8 @@ async fn write(
         }
         last = last.max(after);
     }
+    let going_down = session.going_down();
+    tokio::pin!(going_down);
     let mut beat = tokio::time::interval(HEARTBEAT);
     beat.tick().await;
     loop {
@@ -151,7 +153,7 @@ async fn write(
                 Err(broadcast::error::RecvError::Closed) => return,
             },
             _ = beat.tick() => Bytes::from_static(b": heartbeat\n\n"),
-            _ = session.going_down() => {
+            _ = &mut going_down => {
                 let meta = json!({"frame": "capsule-closed"});
                 let _ = tx.send(data(id, &frame_result("capsule-closed", meta).to_string(), None)).await;
                 return;
