@@ -333,3 +333,93 @@ fn harness_turns_are_text_frames_when_the_stream_extension_is_asked_for() {
         Some("TASK_STATE_COMPLETED")
     );
 }
+
+#[test]
+fn a_reconnect_older_than_the_replay_buffer_gets_a_gap_frame_first() {
+    let home = Home::new();
+    let f = Fixture {
+        acceptance: "single",
+        queue_depth: None,
+        ..Fixture::default()
+    };
+    let manifest = home.write("capsule/murmur.yaml", &f.yaml());
+    let run = Launch::start(&home, &manifest, &[]);
+    run.start_task("@sleep 60"); // events 1 (submitted) and 2 (working)
+                                 // Each rejection is one event and runs nothing: 1030 of them overflow the 1024-event buffer.
+    for _ in 0..1030 {
+        let state = run.send("busy?", true)["result"]["task"]["status"]["state"].clone();
+        assert_eq!(state, "TASK_STATE_REJECTED");
+    }
+    let body = request(json!(1), "murmur.WatchSession", json!({}));
+    let mut watch = open(run.port, &body, &[("Last-Event-ID", "1")]);
+    let ack = watch.next().unwrap();
+    assert_eq!(
+        ack.data["result"]["message"]["metadata"][STREAM_URI]["frame"],
+        "connection-ack"
+    );
+    let gap = watch.next().unwrap();
+    assert!(gap.id.is_none(), "a frame is unnumbered");
+    assert_eq!(
+        gap.data["result"]["message"]["metadata"][STREAM_URI],
+        json!({"frame": "gap", "after": 1})
+    );
+    assert_eq!(gap.data["result"]["message"]["parts"][0]["text"], "gap");
+    // Then what the buffer holds: from the oldest it kept.
+    assert_eq!(watch.next().unwrap().id, Some(1032 - 1024 + 1));
+    // A reconnect the buffer can still serve has no gap.
+    let mut recent = open(run.port, &body, &[("Last-Event-ID", "1030")]);
+    recent.next().unwrap();
+    assert_eq!(recent.next().unwrap().id, Some(1031));
+}
+
+#[test]
+fn subscribe_stays_open_through_input_required_and_a_streamed_reply_continues_the_task() {
+    let home = Home::new();
+    let run = launch(&home);
+    let mut p = message("@ask Which branch?", true);
+    p["message"]["contextId"] = json!("ctx-s");
+    let id = run.rpc("SendMessage", p)["result"]["task"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    run.wait_task(&id, Duration::from_secs(30), |s| {
+        s == "TASK_STATE_INPUT_REQUIRED"
+    });
+    let mut sub = open(
+        run.port,
+        &request(json!("sub"), "SubscribeToTask", json!({"id": id})),
+        &[],
+    );
+    let opening = sub.next().unwrap();
+    assert_eq!(
+        opening.data["result"]["task"]["status"]["state"],
+        "TASK_STATE_INPUT_REQUIRED"
+    );
+    assert_eq!(
+        opening.data["result"]["task"]["artifacts"][0]["artifactId"],
+        "prompt"
+    );
+    // The reply, itself streamed: the task's resumed WORKING and its end.
+    let mut reply = message("main", false);
+    reply["message"]["taskId"] = json!(id);
+    reply["message"]["contextId"] = json!("ctx-s");
+    let streamed = open(
+        run.port,
+        &request(json!(2), "SendStreamingMessage", reply),
+        &[],
+    )
+    .rest();
+    assert_eq!(
+        states(&streamed),
+        ["TASK_STATE_WORKING", "TASK_STATE_COMPLETED"]
+    );
+    let rest = sub.rest();
+    assert_eq!(
+        states(&rest),
+        ["TASK_STATE_WORKING", "TASK_STATE_COMPLETED"]
+    );
+    let answer = rest
+        .iter()
+        .find_map(|e| e.data["result"].pointer("/artifactUpdate/artifact/parts/0/text"));
+    assert_eq!(answer, Some(&json!("reply: main")));
+}
