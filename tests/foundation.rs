@@ -963,3 +963,132 @@ fn a_driver_without_a_graceful_interrupt_has_its_harness_killed_at_once() {
         .unwrap();
     assert_eq!(interrupt["interrupt"], "none");
 }
+
+#[test]
+fn command_line_refusals_say_what_is_wrong() {
+    let home = Home::new();
+    let manifest = repo_root().join("manifests/worker.yaml");
+    let (code, out, err) = home.run(&[
+        "run",
+        "--manifest",
+        manifest.to_str().unwrap(),
+        "--workdir",
+        "/nonexistent/murmur",
+        "--task",
+        "x",
+    ]);
+    assert_eq!((code, out.as_str()), (1, ""));
+    assert!(
+        err.starts_with(
+            "error[E-RUN-020]: --workdir /nonexistent/murmur is not a folder\n  hint: "
+        ),
+        "{err}"
+    );
+    let (code, _, err) = home.run(&["request-input", "Which branch?"]);
+    assert_eq!(code, 1);
+    assert!(
+        err.starts_with("error[E-CLI-020]: MURMUR_DOOR_URL is not set"),
+        "{err}"
+    );
+    let (code, _, err) = home.run(&["stop", "@1"]);
+    assert_eq!(code, 1);
+    assert!(
+        err.starts_with("error[E-CLI-001]: there is no @1: 0 running capsules"),
+        "{err}"
+    );
+    let (code, _, err) = home.run(&["token"]);
+    assert_eq!(code, 1);
+    assert!(err.starts_with("error[E-CLI-001]"), "{err}");
+}
+
+#[test]
+fn the_control_surface_takes_only_a_running_tasks_token() {
+    let home = Home::new();
+    let run = fixture_launch(&home, Fixture::default(), &[]);
+    let post = |auth: Option<&str>, path: &str, body: &str| {
+        let mut headers = vec![("Content-Type", "application/json")];
+        if let Some(a) = auth {
+            headers.push(("Authorization", a));
+        }
+        http(run.port, "POST", path, &headers, body.as_bytes())
+    };
+    let none = post(None, "/control/request-input", r#"{"question":"?"}"#);
+    assert_eq!(
+        (none.status, none.json()["error"].as_str()),
+        (401, Some("invalid_token"))
+    );
+    let stranger = post(
+        Some("Bearer 00"),
+        "/control/request-input",
+        r#"{"question":"?"}"#,
+    );
+    assert_eq!(stranger.status, 401);
+    // A task's token is good only while it runs: an ended task's token is refused.
+    let env = run.send("@env", false)["result"]["task"]["artifacts"][0]["parts"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let env: serde_json::Value = serde_json::from_str(&env).unwrap();
+    let token = format!("Bearer {}", env["MURMUR_TASK_TOKEN"].as_str().unwrap());
+    let ended = post(
+        Some(&token),
+        "/control/request-input",
+        r#"{"question":"?"}"#,
+    );
+    assert_eq!(ended.status, 401, "{}", ended.text());
+    // A running task's token: the helper must be one that exists, with a question.
+    let file = home.root.join("token");
+    let live = run.start_task(&format!("@tokenfile {}\n@sleep 60", file.display()));
+    assert!(wait_until(LONG, || file.exists()));
+    let token = format!("Bearer {}", std::fs::read_to_string(&file).unwrap());
+    let unknown = post(Some(&token), "/control/no-such-helper", "{}");
+    assert_eq!(
+        (unknown.status, unknown.json()["error"].as_str()),
+        (404, Some("not_found"))
+    );
+    for body in ["not json", r#"{"question":""}"#, r#"{"question":7}"#] {
+        let bad = post(Some(&token), "/control/request-input", body);
+        assert_eq!(
+            (bad.status, bad.json()["error"].as_str()),
+            (400, Some("bad_request")),
+            "{body}"
+        );
+    }
+    assert_eq!(
+        run.rpc("GetTask", json!({"id": live}))["result"]["status"]["state"],
+        "TASK_STATE_WORKING"
+    );
+    run.rpc("CancelTask", json!({"id": live}));
+    assert_eq!(
+        run.rpc("ListTasks", json!({}))["result"]["totalSize"],
+        2,
+        "nothing else started"
+    );
+}
+
+#[test]
+fn a_task_canceled_while_it_waits_for_input_fails_its_request_input() {
+    let home = Home::new();
+    let run = fixture_launch(&home, Fixture::default(), &[]);
+    let id = run.start_task("@ask Proceed?");
+    run.wait_task(&id, LONG, |s| s == "TASK_STATE_INPUT_REQUIRED");
+    let canceled = run.rpc("CancelTask", json!({"id": id}));
+    assert_eq!(canceled["result"]["status"]["state"], "TASK_STATE_CANCELED");
+    assert!(
+        canceled["result"].get("artifacts").is_none(),
+        "the prompt is gone with the wait"
+    );
+    assert!(wait_until(LONG, || home.trace(&run.session).iter().any(
+        |e| e["event_type"] == "task_end" && e["task_id"] == id.as_str()
+    )));
+    let task = run.rpc("GetTask", json!({"id": id}))["result"].clone();
+    assert_eq!(
+        task["status"]["state"], "TASK_STATE_CANCELED",
+        "the cancel stands: {task}"
+    );
+    // The capsule goes on: the slot is free again.
+    assert_eq!(
+        run.send("next", false)["result"]["task"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
+}

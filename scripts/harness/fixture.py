@@ -14,6 +14,7 @@ The task text (stdin, or the last argument with --prompt-arg) may hold directive
   @silent            print nothing
   @grandchild FILE   start a detached grandchild (its own session) and write its pid to FILE
   @pidfile FILE      write this harness's pid to FILE
+  @tokenfile FILE    write MURMUR_TASK_TOKEN to FILE (tests of the control surface)
   @turns N           (stream-json) write N assistant turns before the result
 
 With --stdin-interrupt (use with --prompt-arg: stdin is then the control channel), any line
@@ -68,6 +69,8 @@ def main():
             signal.signal(signal.SIGINT, signal.SIG_IGN)
         elif word == "@pidfile":
             write_atomically(rest, str(os.getpid()))
+        elif word == "@tokenfile":
+            write_atomically(rest, os.environ.get("MURMUR_TASK_TOKEN", ""))
         elif word == "@grandchild":
             child = subprocess.Popen(
                 ["sleep", "300"], start_new_session=True,
