@@ -5,8 +5,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
 use hyper::client::conn::http1;
-use hyper::Request;
+use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use serde_json::{json, Value};
 use tokio::net::TcpStream;
@@ -32,26 +33,32 @@ fn unreachable(url: &str, e: impl std::fmt::Display) -> CliError {
     )
 }
 
-/// Sends one request and answers the status and body.
+/// Sends one request on a fresh connection and answers the response as it starts (a stream's
+/// body is read as it comes).
+pub async fn open(url: &str, req: Request<Full<Bytes>>) -> CliResult<Response<Incoming>> {
+    let stream = TcpStream::connect(authority(url))
+        .await
+        .map_err(|e| unreachable(url, e))?;
+    let (mut sender, conn) = http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| unreachable(url, e))?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    sender
+        .send_request(req)
+        .await
+        .map_err(|e| unreachable(url, e))
+}
+
+/// Sends one request and answers the status and the whole body.
 pub async fn send(
     url: &str,
     req: Request<Full<Bytes>>,
     timeout: Option<Duration>,
 ) -> CliResult<(u16, Bytes)> {
     let call = async {
-        let stream = TcpStream::connect(authority(url))
-            .await
-            .map_err(|e| unreachable(url, e))?;
-        let (mut sender, conn) = http1::handshake(TokioIo::new(stream))
-            .await
-            .map_err(|e| unreachable(url, e))?;
-        tokio::spawn(async move {
-            let _ = conn.await;
-        });
-        let resp = sender
-            .send_request(req)
-            .await
-            .map_err(|e| unreachable(url, e))?;
+        let resp = open(url, req).await?;
         let status = resp.status().as_u16();
         let body = resp
             .into_body()
@@ -69,7 +76,8 @@ pub async fn send(
     }
 }
 
-fn post(
+/// A POST with a JSON body and `A2A-Version: 1.0` (every JSON-RPC request mur sends carries it).
+pub fn post(
     url: &str,
     path: &str,
     body: Value,
@@ -92,6 +100,24 @@ pub struct DoorRef<'a> {
     pub token: Option<String>,
 }
 
+impl<'a> DoorRef<'a> {
+    /// A running session's door, with its operator token when it has one.
+    pub fn of(rec: &'a crate::records::RunningCapsule) -> Self {
+        DoorRef {
+            url: &rec.url,
+            token: crate::tokens::operator(&rec.session_id),
+        }
+    }
+
+    /// The `authorization` header this door needs, if any.
+    pub fn auth_header(&self) -> Vec<(&'static str, String)> {
+        self.token
+            .iter()
+            .map(|t| ("authorization", format!("Bearer {t}")))
+            .collect()
+    }
+}
+
 /// A JSON-RPC call: `Ok(result)` or `Err(error)` as the door answered it.
 pub async fn rpc(
     door: &DoorRef<'_>,
@@ -100,12 +126,7 @@ pub async fn rpc(
 ) -> CliResult<Result<Value, Value>> {
     let url = door.url;
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-    let auth: Vec<(&str, String)> = door
-        .token
-        .iter()
-        .map(|t| ("authorization", format!("Bearer {t}")))
-        .collect();
-    let (status, bytes) = send(url, post(url, "/", body, &auth)?, None).await?;
+    let (status, bytes) = send(url, post(url, "/", body, &door.auth_header())?, None).await?;
     let v: Value = serde_json::from_slice(&bytes).map_err(|e| unreachable(url, e))?;
     match (v.get("result"), v.get("error")) {
         (Some(r), _) => Ok(Ok(r.clone())),

@@ -7,14 +7,10 @@ use super::{refused, residue_lines};
 use crate::client;
 use crate::error::CliResult;
 use crate::records;
-use crate::tokens;
 
 pub async fn run(address: &str, task: &str) -> CliResult<i32> {
     let rec = records::resolve_running(Some(address))?;
-    let door = client::DoorRef {
-        url: &rec.url,
-        token: tokens::operator(&rec.session_id),
-    };
+    let door = client::DoorRef::of(&rec);
     match client::rpc(&door, "CancelTask", json!({"id": task})).await? {
         Ok(t) => {
             println!(

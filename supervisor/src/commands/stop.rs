@@ -11,14 +11,10 @@ use super::{refused, residue_lines};
 use crate::client;
 use crate::error::{CliError, CliResult, Code};
 use crate::records;
-use crate::tokens;
 
 pub async fn run(address: &str) -> CliResult<i32> {
     let rec = records::resolve_running(Some(address))?;
-    let door = client::DoorRef {
-        url: &rec.url,
-        token: tokens::operator(&rec.session_id),
-    };
+    let door = client::DoorRef::of(&rec);
     let answer = client::rpc(&door, "murmur.StopSession", json!({})).await?;
     let result = answer.map_err(|e| refused(&rec.url, &e))?;
     let canceled: Vec<&str> = result

@@ -3,18 +3,12 @@
 
 use std::time::Duration;
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper::client::conn::http1;
-use hyper::Request;
-use hyper_util::rt::TokioIo;
+use http_body_util::BodyExt;
 use serde_json::{json, Value};
-use tokio::net::TcpStream;
 
 use crate::client;
 use crate::error::{CliError, CliResult, Code};
 use crate::records;
-use crate::tokens;
 
 const STREAM_URI: &str = capsule::door::STREAM_URI;
 
@@ -86,38 +80,23 @@ pub fn describe(result: &Value) -> String {
 }
 
 pub async fn run(address: Option<&str>, url: Option<&str>) -> CliResult<i32> {
-    let (url, token) = match (url, address) {
-        (Some(u), _) => (format!("http://{}", u.trim_start_matches("http://")), None),
+    let rec;
+    let door = match (url, address) {
+        (Some(u), _) => client::DoorRef {
+            url: u,
+            token: None,
+        },
         (None, a) => {
-            let rec = records::resolve_running(a)?;
-            let token = tokens::operator(&rec.session_id);
-            (rec.url, token)
+            rec = records::resolve_running(a)?;
+            client::DoorRef::of(&rec)
         }
     };
-    let stream = TcpStream::connect(client::authority(&url))
-        .await
-        .map_err(|e| failed(&url, e))?;
-    let (mut sender, conn) = http1::handshake(TokioIo::new(stream))
-        .await
-        .map_err(|e| failed(&url, e))?;
-    tokio::spawn(async move {
-        let _ = conn.await;
-    });
+    let url = format!("http://{}", door.url.trim_start_matches("http://"));
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "murmur.WatchSession", "params": {}});
-    let mut req = Request::post("/")
-        .header("host", client::authority(&url))
-        .header("content-type", "application/json")
-        .header("a2a-version", "1.0");
-    if let Some(t) = token {
-        req = req.header("authorization", format!("Bearer {t}"));
-    }
-    let req = req
-        .body(Full::new(Bytes::from(body.to_string())))
-        .map_err(|e| failed(&url, e))?;
-    let resp = tokio::time::timeout(Duration::from_secs(10), sender.send_request(req))
+    let req = client::post(&url, "/", body, &door.auth_header())?;
+    let resp = tokio::time::timeout(Duration::from_secs(10), client::open(&url, req))
         .await
-        .map_err(|_| failed(&url, "no answer"))?
-        .map_err(|e| failed(&url, e))?;
+        .map_err(|_| failed(&url, "no answer"))??;
     if resp.status() != 200 {
         return Err(failed(&url, format!("HTTP {}", resp.status())));
     }
