@@ -258,11 +258,7 @@ fn the_capsule_extension_and_peer_tasks() {
 #[test]
 fn a2a_extensions_names_what_a_served_answer_used() {
     let home = Home::new();
-    let fixture = Fixture {
-        acceptance: "single",
-        queue_depth: None,
-        ..Fixture::default()
-    };
+    let fixture = Fixture::single();
     let run = start_fixture(&home, "murmur.yaml", &fixture, &[]);
     let with_door = |meta: Value, parts: Value| {
         json!({"message": {"messageId": "m", "role": "ROLE_USER", "parts": parts,

@@ -158,11 +158,7 @@ fn answers_by_return_immediately() {
 #[test]
 fn answers_for_failed_rejected_and_input_required_tasks() {
     let home = Home::new();
-    let fixture = Fixture {
-        acceptance: "single",
-        queue_depth: None,
-        ..Fixture::default()
-    };
+    let fixture = Fixture::single();
     let run = start_fixture(&home, "murmur.yaml", &fixture, &[]);
 
     let failed = task_of(&run.send("@stderr the driver failed\n@exit 3", false));

@@ -634,11 +634,7 @@ fn continuing_a_task() {
 #[test]
 fn a_reply_does_not_consult_capacity() {
     let home = Home::new();
-    let fixture = Fixture {
-        acceptance: "single",
-        queue_depth: None,
-        ..Fixture::default()
-    };
+    let fixture = Fixture::single();
     let run = start_fixture(&home, "murmur.yaml", &fixture, &[]);
     let ask = task_id(&run.send("@ask Proceed?", false));
     assert_eq!(state(&run, &ask), "TASK_STATE_INPUT_REQUIRED");

@@ -116,10 +116,8 @@ fn a_full_queue_rejects_with_capsule_is_busy() {
 fn single_acceptance_takes_one_task_and_after_task_exit_ends_the_launch() {
     let home = Home::new();
     let f = Fixture {
-        acceptance: "single",
         after_task: "exit",
-        queue_depth: None,
-        ..Fixture::default()
+        ..Fixture::single()
     };
     let mut run = fixture_launch(&home, f, &[]);
     let first = run.start_task("@sleep 1");
@@ -632,10 +630,8 @@ fn run_takes_the_task_from_a_file_and_prints_json_when_asked() {
 fn a_harness_that_cannot_start_fails_its_task_and_the_launch() {
     let home = Home::new();
     let once = Fixture {
-        acceptance: "single",
         after_task: "exit",
-        queue_depth: None,
-        ..Fixture::default()
+        ..Fixture::single()
     };
     let yaml = once.yaml().replace(
         "command: [\"python3\",",

@@ -168,11 +168,7 @@ fn send_streaming_message_streams_the_task_to_its_end() {
 #[test]
 fn a_busy_door_streams_one_rejected_task() {
     let home = Home::new();
-    let f = Fixture {
-        acceptance: "single",
-        queue_depth: None,
-        ..Fixture::default()
-    };
+    let f = Fixture::single();
     let manifest = home.write("capsule/murmur.yaml", &f.yaml());
     let run = Launch::start(&home, &manifest, &[]);
     run.send("@sleep 30", true);
@@ -337,11 +333,7 @@ fn harness_turns_are_text_frames_when_the_stream_extension_is_asked_for() {
 #[test]
 fn a_reconnect_older_than_the_replay_buffer_gets_a_gap_frame_first() {
     let home = Home::new();
-    let f = Fixture {
-        acceptance: "single",
-        queue_depth: None,
-        ..Fixture::default()
-    };
+    let f = Fixture::single();
     let manifest = home.write("capsule/murmur.yaml", &f.yaml());
     let run = Launch::start(&home, &manifest, &[]);
     run.start_task("@sleep 60"); // events 1 (submitted) and 2 (working)

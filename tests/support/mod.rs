@@ -179,6 +179,15 @@ impl Default for Fixture {
 }
 
 impl Fixture {
+    /// `task_acceptance: single`: one task at a time, none waiting.
+    pub fn single() -> Self {
+        Fixture {
+            acceptance: "single",
+            queue_depth: None,
+            ..Fixture::default()
+        }
+    }
+
     pub fn yaml(&self) -> String {
         let depth = self
             .queue_depth
