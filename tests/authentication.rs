@@ -45,6 +45,11 @@ impl Door {
         &self.tokens.iter().find(|(c, _)| c == credential).unwrap().1
     }
 
+    /// `Bearer <token>` of a credential, as an Authorization value.
+    fn bearer(&self, credential: &str) -> String {
+        format!("Bearer {}", self.token(credential))
+    }
+
     fn call(&self, auth: &[&str], method: &str, params: Value) -> Resp {
         let mut headers = vec![("A2A-Version", "1.0")];
         headers.extend(auth.iter().map(|a| ("Authorization", *a)));
@@ -90,7 +95,7 @@ fn the_token_is_checked_before_anything_else() {
     let door = Door::start(&home);
     let realm = "Bearer realm=\"guarded\"";
     let invalid = "Bearer realm=\"guarded\", error=\"invalid_token\"";
-    let operator = format!("Bearer {}", door.token("operator"));
+    let operator = door.bearer("operator");
     let rows: Vec<(Vec<String>, &str, &str)> = vec![
         (vec![], realm, "unauthenticated"),
         (vec!["Basic abc".into()], invalid, "invalid_token"),
@@ -141,7 +146,7 @@ fn the_token_is_checked_before_anything_else() {
 fn a_credential_reaches_only_its_scopes() {
     let home = Home::new();
     let door = Door::start(&home);
-    let watcher = format!("Bearer {}", door.token("watcher"));
+    let watcher = door.bearer("watcher");
     let resp = door.call(&[&watcher], "SendMessage", message("hi", true));
     assert_eq!(resp.status, 403);
     assert_eq!(
@@ -229,7 +234,7 @@ fn the_public_card_of_an_authenticated_door() {
 fn mur_cancel_and_stop_use_the_operator_token() {
     let home = Home::new();
     let door = Door::start(&home);
-    let operator = format!("Bearer {}", door.token("operator"));
+    let operator = door.bearer("operator");
     let task = door
         .call(&[&operator], "SendMessage", message("@sleep 30", true))
         .json();
@@ -256,9 +261,9 @@ fn mur_cancel_and_stop_use_the_operator_token() {
 fn a_declared_credential_sees_only_the_tasks_it_started() {
     let home = Home::new();
     let door = Door::start(&home);
-    let operator = format!("Bearer {}", door.token("operator"));
-    let sender = format!("Bearer {}", door.token("sender"));
-    let watcher = format!("Bearer {}", door.token("watcher"));
+    let operator = door.bearer("operator");
+    let sender = door.bearer("sender");
+    let watcher = door.bearer("watcher");
     let mine = door
         .call(&[&sender], "SendMessage", message("mine", false))
         .json()["result"]["task"]["id"]
@@ -313,7 +318,7 @@ fn a_declared_credential_sees_only_the_tasks_it_started() {
 fn get_extended_agent_card_answers_any_valid_token() {
     let home = Home::new();
     let door = Door::start(&home);
-    let watcher = format!("Bearer {}", door.token("watcher"));
+    let watcher = door.bearer("watcher");
     let resp = door.call(&[&watcher], "GetExtendedAgentCard", json!({}));
     assert_eq!(resp.status, 200);
     let card = &resp.json()["result"];
