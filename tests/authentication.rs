@@ -64,8 +64,12 @@ fn tokens_are_minted_per_credential_operator_first_and_kept_private() {
     let names: Vec<&str> = door.tokens.iter().map(|(c, _)| c.as_str()).collect();
     assert_eq!(names, ["operator", "watcher", "sender"]);
     let mut seen: Vec<&str> = door.tokens.iter().map(|(_, t)| t.as_str()).collect();
+    seen.sort_unstable();
     seen.dedup();
-    assert_eq!(seen.len(), 3);
+    assert_eq!(seen.len(), 3, "every credential has its own token");
+    for (_, t) in &door.tokens {
+        assert!(t.starts_with("mur_") && t.len() == 4 + 43, "{t}");
+    }
     let file = home
         .home
         .join("run")
