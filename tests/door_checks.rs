@@ -1065,3 +1065,47 @@ fn push_notifications_in_a_message() {
     );
     assert!(pid.exists(), "the served message ran its harness");
 }
+
+/// A body past the door's limit is refused 413 before it is parsed. The limit is 4 MiB at the
+/// least (more when context.images allows bigger messages).
+#[test]
+fn a_body_larger_than_any_message_is_refused_413() {
+    use std::io::{Read, Write};
+    let home = Home::new();
+    let run = start_fixture(&home, "murmur.yaml", &Fixture::default(), &[]);
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", run.port)).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    let size = (28usize << 20) + 1;
+    let head = format!(
+        "POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nA2A-Version: 1.0\r\nContent-Length: {size}\r\n\r\n"
+    );
+    s.write_all(head.as_bytes()).unwrap();
+    let mut writer = s.try_clone().unwrap();
+    // The door stops reading at its limit; the rest of the body may never be taken.
+    let pump = std::thread::spawn(move || {
+        let chunk = vec![b' '; 1 << 16];
+        let mut sent = 0;
+        while sent < size {
+            let n = chunk.len().min(size - sent);
+            if writer.write_all(&chunk[..n]).is_err() {
+                break;
+            }
+            sent += n;
+        }
+    });
+    let mut raw = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !raw.windows(4).any(|w| w == b"\r\n\r\n") || !raw.ends_with(b"}") {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => raw.extend_from_slice(&buf[..n]),
+        }
+    }
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    assert!(text.starts_with("HTTP/1.1 413 "), "{text}");
+    assert!(text.contains("\"error\":\"payload_too_large\""), "{text}");
+    drop(s);
+    let _ = pump.join();
+    assert_eq!(run.rpc("ListTasks", json!({}))["result"]["totalSize"], 0);
+}

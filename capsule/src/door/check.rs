@@ -50,12 +50,17 @@ pub type Checked = Result<(), Box<Refusal>>;
 
 type Step = fn(&Door, &mut Inbound) -> Checked;
 
-/// Steps 2–4: before the path, the body or the method is read.
-pub const BEFORE_BODY: [(u8, Step); 3] = [(2, token), (3, peer_consent), (4, operator_plane)];
+/// Steps 2–5 as far as headers tell: the body is read only for a POST / with a JSON type.
+pub const BEFORE_BODY: [(u8, Step); 4] = [
+    (2, token),
+    (3, peer_consent),
+    (4, operator_plane),
+    (5, route),
+];
 
 /// Steps 5–13: once the body is read.
 pub const AFTER_BODY: [(u8, Step); 9] = [
-    (5, route),
+    (5, has_body),
     (6, json),
     (7, jsonrpc),
     (8, version),
@@ -104,7 +109,7 @@ fn operator_plane(_door: &Door, _req: &mut Inbound) -> Checked {
     Ok(())
 }
 
-/// Step 5: only a POST / with content-type: application/json and a body.
+/// Step 5: only a POST / with content-type: application/json …
 fn route(_door: &Door, req: &mut Inbound) -> Checked {
     let json_type = req
         .headers
@@ -112,11 +117,15 @@ fn route(_door: &Door, req: &mut Inbound) -> Checked {
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.split(';').next())
         .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));
-    if req.http_method != hyper::Method::POST
-        || req.path != "/"
-        || !json_type
-        || req.body.is_empty()
-    {
+    if req.http_method != hyper::Method::POST || req.path != "/" || !json_type {
+        return Err(Box::new(Refusal::Http(HttpRefusal::not_found())));
+    }
+    Ok(())
+}
+
+/// … and a body.
+fn has_body(_door: &Door, req: &mut Inbound) -> Checked {
+    if req.body.is_empty() {
         return Err(Box::new(Refusal::Http(HttpRefusal::not_found())));
     }
     Ok(())

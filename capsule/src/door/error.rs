@@ -162,6 +162,18 @@ impl HttpRefusal {
         }
     }
 
+    /// 413 for a body past what any message this door reads can need.
+    pub fn too_large(limit: usize) -> Self {
+        HttpRefusal {
+            status: 413,
+            www_authenticate: None,
+            error: "payload_too_large",
+            message: format!(
+                "the request body is larger than this door reads ({limit} bytes); context.images sets the room images take"
+            ),
+        }
+    }
+
     /// 404 for anything but a POST / with a JSON body.
     pub fn not_found() -> Self {
         HttpRefusal {

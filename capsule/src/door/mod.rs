@@ -159,7 +159,7 @@ impl Door {
         }
         inbound.body = match Limited::new(body, self.body_limit).collect().await {
             Ok(collected) => collected.to_bytes(),
-            Err(_) => return refusal_response(Refusal::Rpc(Value::Null, RpcError::InvalidRequest)),
+            Err(_) => return http_refusal(HttpRefusal::too_large(self.body_limit)),
         };
         if let Err(refusal) = check::run(self, &check::AFTER_BODY, &mut inbound) {
             return refusal_response(*refusal);
