@@ -9,6 +9,7 @@ pub mod door;
 pub mod harness;
 pub mod ids;
 pub mod manifest;
+pub mod process;
 pub mod runtime;
 pub mod session;
 pub mod stream;

@@ -17,6 +17,7 @@ use crate::door::Door;
 use crate::harness::GRACE;
 use crate::ids::SessionId;
 use crate::manifest::{self, TaskAcceptance};
+use crate::process::{self, Containment};
 use crate::session::Session;
 use crate::stream::EventLog;
 use crate::tasks::{Admission, Owner, Registry, TaskInput, TaskState, Viewer};
@@ -36,6 +37,13 @@ pub struct CapsuleConfig {
     /// the door is public.
     #[serde(default)]
     pub tokens: Vec<TokenDigest>,
+    /// How harness attempts are contained, as `mur run` found the kernel; the capsule asks the
+    /// kernel itself when it is absent.
+    #[serde(default)]
+    pub containment: Option<Containment>,
+    /// The folder of running-capsule records and token files, which harnesses must not see.
+    #[serde(default)]
+    pub run_dir: Option<PathBuf>,
 }
 
 /// The launch's own task (`mur run --task`).
@@ -100,6 +108,16 @@ async fn run(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
         );
         return exit::CANNOT_START;
     }
+    let containment = match driver.is_some() {
+        true => match contain(&config) {
+            Ok(c) => Some(c),
+            Err(why) => {
+                eprintln!("error: {why}");
+                return exit::CANNOT_START;
+            }
+        },
+        false => None,
+    };
     let session_id = SessionId::from_wire(&config.session_id);
     let trace = match Trace::open(&config.records_dir, session_id.clone()) {
         Ok(t) => t,
@@ -148,6 +166,7 @@ async fn run(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
             "url": session.url,
             "workdir": session.workdir,
             "manifest": session.manifest.path,
+            "containment": containment.as_ref().map(|c| c.mode.word()),
         }),
     );
     let launch = config
@@ -166,7 +185,9 @@ async fn run(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{READY_LINE}").and_then(|_| out.flush());
     }
-    let worker = driver.map(|d| tokio::spawn(agent::work(session.clone(), d, launch.clone())));
+    let worker = driver
+        .zip(containment)
+        .map(|(d, c)| tokio::spawn(agent::work(session.clone(), d, c, launch.clone())));
 
     wait_for_end(&session).await;
     // Live tasks are canceled (their harnesses interrupted) before the door closes.
@@ -191,6 +212,16 @@ async fn run(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
     match status {
         None | Some(TaskState::Completed) => exit::OK,
         Some(_) => exit::TASK_NOT_COMPLETED,
+    }
+}
+
+/// Decides how harness attempts are contained. The capsule is a subreaper either way, so that
+/// nothing a dead keeper left can get past its sweep.
+fn contain(config: &CapsuleConfig) -> Result<Containment, String> {
+    process::become_subreaper();
+    match &config.containment {
+        Some(c) => Ok(c.clone()),
+        None => Containment::detect(&config.mur_exe, config.run_dir.iter().cloned().collect()),
     }
 }
 

@@ -30,9 +30,13 @@ pub enum Code {
     Refused,
     /// A harness helper was run outside a task, or its capsule refused it.
     Helper,
+    /// A command that hands out credentials was run inside a harness.
+    InsideHarness,
+    /// The kernel refuses the containment `MURMUR_CONTAINMENT` requires.
+    Containment,
 }
 
-const TABLE: [(Code, &str); 12] = [
+const TABLE: [(Code, &str); 14] = [
     (Code::PortInUse, "E-RUN-010"),
     (Code::BindFailed, "E-RUN-011"),
     (Code::CapsuleDidNotStart, "E-RUN-012"),
@@ -45,6 +49,8 @@ const TABLE: [(Code, &str); 12] = [
     (Code::Unreachable, "E-CLI-010"),
     (Code::Refused, "E-CLI-011"),
     (Code::Helper, "E-CLI-020"),
+    (Code::InsideHarness, "E-CLI-021"),
+    (Code::Containment, "E-RUN-050"),
 ];
 
 impl Code {

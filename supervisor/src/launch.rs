@@ -5,15 +5,15 @@
 use std::io::ErrorKind;
 use std::net::TcpListener;
 use std::os::fd::AsRawFd;
-use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use nix::sys::signal::{kill, killpg, Signal};
-use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::sys::signal::Signal;
+use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::Pid;
 
+use capsule::process::{self, tree, ChildSetup};
 use capsule::runtime::{CapsuleConfig, CONFIG_ENV};
 
 use crate::error::{CliError, CliResult, Code};
@@ -40,11 +40,11 @@ pub fn bind(port: Option<u16>) -> CliResult<TcpListener> {
 
 /// Makes this process the reaper of every orphaned descendant, so none can escape the sweep.
 pub fn become_subreaper() {
-    let _ = nix::sys::prctl::set_child_subreaper(true);
+    process::become_subreaper();
 }
 
-/// Re-executes `mur` as a capsule on `listener`, in its own process group. Its stdout is piped
-/// (the launch relays it after announcing); stderr is shared.
+/// Re-executes `mur` as a capsule on `listener`, in its own process group, with a parent-death
+/// signal. Its stdout is piped (the launch relays it after announcing); stderr is shared.
 pub fn spawn_capsule(listener: &TcpListener, config: &CapsuleConfig) -> CliResult<Child> {
     let exe = std::env::current_exe().map_err(|e| {
         CliError::new(
@@ -60,34 +60,19 @@ pub fn spawn_capsule(listener: &TcpListener, config: &CapsuleConfig) -> CliResul
             "report this bug",
         )
     })?;
-    let fd = listener.as_raw_fd();
-    let parent = std::process::id() as i32;
     let mut cmd = Command::new(exe);
     cmd.arg("__capsule")
         .env(CONFIG_ENV, json)
         .env(LISTEN_FD_ENV, LISTEN_FD.to_string())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .process_group(0);
-    // SAFETY: only async-signal-safe libc calls between fork and exec.
-    unsafe {
-        cmd.pre_exec(move || {
-            if fd == LISTEN_FD {
-                let flags = libc::fcntl(fd, libc::F_GETFD);
-                libc::fcntl(fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC);
-            } else if libc::dup2(fd, LISTEN_FD) < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            if libc::getppid() != parent {
-                libc::_exit(1);
-            }
-            Ok(())
-        });
+        .stderr(Stdio::inherit());
+    ChildSetup {
+        own_group: true,
+        death_signal: Some(Signal::SIGTERM),
+        fds: vec![(listener.as_raw_fd(), LISTEN_FD)],
     }
+    .apply(&mut cmd);
     cmd.spawn().map_err(|e| {
         CliError::new(
             Code::CapsuleDidNotStart,
@@ -117,29 +102,10 @@ pub fn start_reaper(capsule_pid: i32) -> mpsc::Receiver<i32> {
 }
 
 pub fn terminate_group(pgid: i32, signal: Signal) {
-    let _ = killpg(Pid::from_raw(pgid), signal);
+    tree::signal_group(pgid, signal);
 }
 
 /// Kills every process still below this one and waits until none is left (bounded).
 pub fn sweep() {
-    let me = std::process::id() as i32;
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let left = capsule::harness::descendants(me);
-        if left.is_empty() || Instant::now() > deadline {
-            return;
-        }
-        for &p in &left {
-            let pid = Pid::from_raw(p);
-            let _ = kill(pid, Signal::SIGKILL);
-            if nix::unistd::getpgid(Some(pid)).ok() == Some(pid) {
-                let _ = killpg(pid, Signal::SIGKILL);
-            }
-        }
-        // The reaper thread collects them; give it a moment.
-        while waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG))
-            .is_ok_and(|s| s != WaitStatus::StillAlive)
-        {}
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    tree::sweep_below(std::process::id() as i32, Duration::from_secs(5));
 }

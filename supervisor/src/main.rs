@@ -95,6 +95,13 @@ enum TraceCmd {
 }
 
 fn main() {
+    // The keeper of a harness attempt must stay single-threaded until it has entered its
+    // namespaces, so it runs before anything else (and is not a clap command: its arguments
+    // after `--` are the harness's own).
+    let mut args = std::env::args_os().skip(1);
+    if args.next().as_deref() == Some(std::ffi::OsStr::new(capsule::process::keeper::SUBCOMMAND)) {
+        std::process::exit(capsule::process::keeper::main(args));
+    }
     let cli = Cli::parse();
     if let Cmd::Capsule = cli.command {
         std::process::exit(capsule_main());

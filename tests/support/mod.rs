@@ -555,14 +555,44 @@ pub fn read_pid(path: &Path) -> u32 {
         .unwrap_or_else(|_| panic!("{} holds no pid: {text:?}", path.display()))
 }
 
-/// Waits (bounded) for a harness to write `path`, then reads the pid in it.
+/// Waits (bounded) for a harness to write `path`, then answers the pid it wrote as this test
+/// sees it. A harness in its own PID namespace knows only its pid in there; the host pid is the
+/// live process whose innermost `NSpid` is that pid and whose `FIXTURE_STATE` lies in the
+/// folder `path` is in (so concurrent tests never take each other's processes).
 pub fn wait_pid(path: &Path) -> u32 {
     assert!(
         wait_until(Duration::from_secs(30), || path.exists()),
         "no harness wrote {}",
         path.display()
     );
-    read_pid(path)
+    let inner = read_pid(path);
+    let mut found = None;
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            found = host_pid(inner, path);
+            found.is_some()
+        }),
+        "no live process of this test has pid {inner} in its namespace ({})",
+        path.display()
+    );
+    found.unwrap_or_default()
+}
+
+fn host_pid(inner: u32, written: &Path) -> Option<u32> {
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let pid = e.file_name().to_string_lossy().parse::<u32>().ok()?;
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        let nspid = status.lines().find_map(|l| l.strip_prefix("NSpid:"))?;
+        if nspid.split_whitespace().last()?.parse::<u32>().ok()? != inner {
+            return None;
+        }
+        let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+        let state = environ
+            .split(|b| *b == 0)
+            .find_map(|kv| kv.strip_prefix(b"FIXTURE_STATE="))?;
+        let home = Path::new(std::str::from_utf8(state).ok()?).parent()?;
+        (written.starts_with(home) && alive(pid)).then_some(pid)
+    })
 }
 
 /// True while a process exists and is not a zombie.

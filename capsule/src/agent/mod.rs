@@ -15,17 +15,23 @@ pub use guide::write_guide;
 use crate::harness::{self, Attempt, Driver, Ending};
 use crate::ids::TaskId;
 use crate::manifest::AfterTask;
+use crate::process::Containment;
 use crate::session::Session;
 use crate::tasks::{Outcome, Started};
 
 const KILLED: &str = "task canceled; the harness was killed and its session may not resume cleanly";
 
 /// Runs tasks until the door closes, or until the first idle moment under `after_task: exit`.
-pub async fn work(session: Arc<Session>, driver: Driver, launch: Option<TaskId>) {
+pub async fn work(
+    session: Arc<Session>,
+    driver: Driver,
+    containment: Containment,
+    launch: Option<TaskId>,
+) {
     let guide = session.records_dir.join("guide.md");
     while let Some(task) = session.registry.next().await {
         let id = task.id.clone();
-        let outcome = run_harness(&session, &driver, &guide, task).await;
+        let outcome = run_harness(&session, &driver, &containment, &guide, task).await;
         if launch.as_ref() == Some(&id) {
             report_launch_outcome(&outcome);
         }
@@ -57,6 +63,7 @@ fn report_launch_outcome(outcome: &Outcome) {
 async fn run_harness(
     session: &Session,
     driver: &Driver,
+    containment: &Containment,
     guide: &std::path::Path,
     task: Started,
 ) -> Outcome {
@@ -100,7 +107,7 @@ async fn run_harness(
         guide,
         max_turns: session.manifest.inference.max_turns,
     };
-    let ending = harness::run(session, driver, &attempt, canceled).await;
+    let ending = harness::run(session, driver, containment, &attempt, canceled).await;
     session.revoke_task_tokens(&id);
     let (outcome, turns) = judge(session, &id, &context_id, ending);
     let (status, cause) = match &outcome {

@@ -1,24 +1,24 @@
-//! The process transport (DESIGN §8): one harness process per task attempt, in its own process
-//! group, fed the task on stdin (or as its last argument), read in its dialect, interrupted on
-//! cancel with SIGINT or stdin bytes, and killed with all its descendants after the grace.
+//! The process transport (DESIGN §8): one harness process per task attempt, run in containment
+//! (`crate::process`) so that everything it starts ends with the attempt, fed the task on stdin
+//! (or as its last argument) without ever delaying a cancel, read in its dialect, interrupted
+//! with SIGINT or stdin bytes, and ended with all it started after the grace.
 
 mod dialect;
-mod reap;
 
+use std::ffi::OsString;
 use std::path::Path;
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
-use tokio::process::{Child, ChildStdin, Command};
-use tokio::sync::watch;
+use tokio::process::ChildStdin;
+use tokio::sync::{mpsc, watch};
 
 pub use dialect::Transcript;
-pub use reap::{descendants, kill_all, parent_pid};
 
 use crate::manifest::{Interrupt, Manifest, OutputDialect, ProcessDriver, PromptMode};
+use crate::process::{Contained, Containment, Exit, Spec};
 use crate::session::Session;
 use crate::stream::EventLog;
 
@@ -27,6 +27,10 @@ pub const GRACE: Duration = Duration::from_secs(10);
 /// The most of stdout kept; a harness printing more has the rest dropped.
 const STDOUT_CAP: usize = 8 << 20;
 const STDERR_TAIL: usize = 64 << 10;
+/// How long readers keep reading after the attempt ended.
+const DRAIN: Duration = Duration::from_secs(2);
+/// The variable that would lead a harness to every session's records: not passed on.
+const HOME_ENV: &str = "MURMUR_HOME";
 
 /// A resolved process driver: the manifest's `process` block, presets already filled in.
 pub type Driver = ProcessDriver;
@@ -73,22 +77,22 @@ fn expand(arg: &str, a: &Attempt, guide_text: &str) -> String {
         .replace("{guide}", &a.guide.to_string_lossy())
 }
 
-fn build_command(session: &Session, d: &Driver, a: &Attempt) -> Option<Command> {
+fn build_spec(session: &Session, d: &Driver, a: &Attempt) -> Option<Spec> {
     let guide_text = if d.command.iter().any(|c| c.contains("{guide_text}")) {
         std::fs::read_to_string(a.guide).unwrap_or_default()
     } else {
         String::new()
     };
     let (program, rest) = d.command.split_first()?;
-    let mut argv: Vec<String> = rest.iter().map(|s| expand(s, a, &guide_text)).collect();
+    let mut args: Vec<String> = rest.iter().map(|s| expand(s, a, &guide_text)).collect();
     if let (Some(model_args), Some(model)) = (&d.model_args, &session.manifest.inference.model) {
-        argv.extend(model_args.iter().map(|s| s.replace("{model}", model)));
+        args.extend(model_args.iter().map(|s| s.replace("{model}", model)));
     }
     if let (Some(resume), Some(_)) = (&d.resume, &a.resume) {
-        argv.extend(resume.iter().map(|s| expand(s, a, &guide_text)));
+        args.extend(resume.iter().map(|s| expand(s, a, &guide_text)));
     }
     if d.prompt == PromptMode::Arg {
-        argv.push(a.prompt.to_owned());
+        args.push(a.prompt.to_owned());
     }
     let mut path = session
         .mur_exe
@@ -99,49 +103,50 @@ fn build_command(session: &Session, d: &Driver, a: &Attempt) -> Option<Command> 
         path.push(":");
         path.push(old);
     }
-    let mut cmd = Command::new(program);
-    cmd.args(argv)
-        .current_dir(&session.workdir)
-        .env("PATH", path)
-        .env("MURMUR_SESSION_ID", session.id.as_str())
-        .env("MURMUR_TASK_ID", a.task_id)
-        .env("MURMUR_CONTEXT_ID", a.context_id)
-        .env("MURMUR_MESSAGE_ID", a.message_id)
-        .env("MURMUR_DOOR_URL", &session.url)
-        .env("MURMUR_TASK_TOKEN", a.token)
-        .env("MURMUR_GUIDE", a.guide)
-        .env_remove("MURMUR_HARNESS_SESSION")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(false);
-    if let Some(s) = &a.resume {
-        cmd.env("MURMUR_HARNESS_SESSION", s);
+    let mut env: Vec<(String, OsString)> = vec![
+        ("PATH".into(), path),
+        ("MURMUR_SESSION_ID".into(), session.id.as_str().into()),
+        ("MURMUR_TASK_ID".into(), a.task_id.into()),
+        ("MURMUR_CONTEXT_ID".into(), a.context_id.into()),
+        ("MURMUR_MESSAGE_ID".into(), a.message_id.into()),
+        ("MURMUR_DOOR_URL".into(), session.url.as_str().into()),
+        ("MURMUR_TASK_TOKEN".into(), a.token.into()),
+        ("MURMUR_GUIDE".into(), a.guide.into()),
+    ];
+    let mut env_remove = vec![HOME_ENV];
+    match &a.resume {
+        Some(s) => env.push(("MURMUR_HARNESS_SESSION".into(), s.into())),
+        None => env_remove.push("MURMUR_HARNESS_SESSION"),
     }
-    Some(cmd)
+    Some(Spec {
+        program: program.clone(),
+        args,
+        cwd: session.workdir.clone(),
+        env,
+        env_remove,
+    })
 }
 
-/// Runs one attempt to its end. Traces harness_start, harness_interrupt and harness_exit.
+/// Runs one attempt to its end, and everything it started with it. Traces harness_start,
+/// harness_interrupt and harness_exit.
 pub async fn run(
     session: &Session,
     d: &Driver,
+    containment: &Containment,
     a: &Attempt<'_>,
     mut canceled: watch::Receiver<bool>,
 ) -> Ending {
-    let Some(mut cmd) = build_command(session, d, a) else {
+    let Some(spec) = build_spec(session, d, a) else {
         return Ending::SpawnFailed("the driver's command is empty".into());
     };
-    let mut child = match cmd.spawn() {
-        Ok(c) => c,
+    let program = spec.program.clone();
+    let mut harness = match Contained::spawn(&session.mur_exe, containment, spec) {
+        Ok(h) => h,
         Err(e) => {
-            return Ending::SpawnFailed(format!(
-                "the harness {} could not start: {e}",
-                d.command.first().map(String::as_str).unwrap_or("")
-            ))
+            return Ending::SpawnFailed(format!("the harness {program} could not start: {e}"))
         }
     };
-    let pid = child.id().map(|p| p as i32).unwrap_or(0);
+    let pid = harness.pid;
     let started = Instant::now();
     session.trace.event(
         "harness_start",
@@ -152,45 +157,115 @@ pub async fn run(
             "command": d.command.first(),
             "session_mode": if a.resume.is_some() { "resume" } else { "new" },
             "harness_session": a.resume,
+            "containment": containment.mode.word(),
         }),
     );
-    let mut stdin = feed_stdin(&mut child, d, a).await;
+    let prompt = (d.prompt == PromptMode::Stdin).then(|| a.prompt.to_owned());
+    let stdin = StdinFeed::start(harness.stdin.take(), prompt, d.interrupt.clone());
     let (turns_tx, mut turns_rx) = watch::channel(0u32);
+    let (ended_tx, ended) = watch::channel(false);
     let turn_frames = TurnFrames {
         events: session.events.clone(),
         task_id: a.task_id.to_owned(),
         context_id: a.context_id.to_owned(),
     };
-    let stdout = child
-        .stdout
+    let stdout = harness.stdout.take().map(|out| {
+        tokio::spawn(read_stdout(
+            out,
+            d.output,
+            turns_tx,
+            turn_frames,
+            ended.clone(),
+        ))
+    });
+    let stderr = harness
+        .stderr
         .take()
-        .map(|out| tokio::spawn(read_stdout(out, d.output, turns_tx, turn_frames)));
-    let stderr = child.stderr.take().map(|err| tokio::spawn(read_tail(err)));
+        .map(|err| tokio::spawn(read_tail(err, ended.clone())));
 
     let mut cause = "exited";
     let mut killed = false;
-    let mut turns_exhausted = false;
-    let status = tokio::select! {
-        status = child.wait() => status.ok(),
+    let exit = tokio::select! {
+        _ = harness.exited() => harness.outcome().await,
         _ = signalled(&mut canceled, |c| *c) => {
             cause = "canceled";
-            killed = interrupt(session, d, a, &mut child, &mut stdin, pid).await;
-            child.wait().await.ok()
+            let (exit, k) = interrupt(session, d, a, &mut harness, &stdin).await;
+            killed = k;
+            exit
         }
         _ = signalled(&mut turns_rx, |t| *t > a.max_turns) => {
-            turns_exhausted = true;
             cause = "max_turns";
-            killed = interrupt(session, d, a, &mut child, &mut stdin, pid).await;
-            child.wait().await.ok()
+            let (exit, k) = interrupt(session, d, a, &mut harness, &stdin).await;
+            killed = k;
+            exit
         }
     };
     drop(stdin);
-    // Whatever the harness left in its group goes with it.
-    reap::kill_all(pid, &[]);
-    let transcript = join_with_deadline(stdout).await.unwrap_or_default();
-    let stderr_tail = join_with_deadline(stderr).await.unwrap_or_default();
-    let code = status.and_then(|s| s.code());
-    let signal = status.and_then(|s| std::os::unix::process::ExitStatusExt::signal(&s));
+    let _ = ended_tx.send(true);
+    let transcript = joined(stdout).await;
+    let stderr_tail = joined(stderr).await;
+    if let Exit::NotStarted(why) = &exit {
+        trace_exit(
+            session,
+            a,
+            pid,
+            "not_started",
+            None,
+            None,
+            false,
+            started,
+            None,
+        );
+        return Ending::SpawnFailed(why.clone());
+    }
+    let (code, signal) = match exit {
+        Exit::Exited(c) => (Some(c), None),
+        Exit::Signaled(s) => (None, Some(s)),
+        _ => (None, None),
+    };
+    let harness_session = transcript.session.clone();
+    trace_exit(
+        session,
+        a,
+        pid,
+        cause,
+        code,
+        signal,
+        killed,
+        started,
+        harness_session,
+    );
+    let stderr_last_line = stderr_tail
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim()
+        .to_owned();
+    match cause {
+        "max_turns" => Ending::TurnsExhausted { transcript },
+        "canceled" => Ending::Canceled { killed, transcript },
+        _ => Ending::Exited {
+            code,
+            signal,
+            transcript,
+            stderr_last_line,
+        },
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn trace_exit(
+    session: &Session,
+    a: &Attempt<'_>,
+    pid: i32,
+    cause: &str,
+    code: Option<i32>,
+    signal: Option<i32>,
+    killed: bool,
+    started: Instant,
+    harness_session: Option<String>,
+) {
     session.trace.event(
         "harness_exit",
         json!({
@@ -201,26 +276,9 @@ pub async fn run(
             "signal": signal,
             "killed": killed,
             "duration_ms": started.elapsed().as_millis() as u64,
-            "harness_session": transcript.session,
+            "harness_session": harness_session,
         }),
     );
-    let stderr_last_line = stderr_tail
-        .lines()
-        .rev()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("")
-        .trim()
-        .to_owned();
-    match (cause, turns_exhausted) {
-        (_, true) => Ending::TurnsExhausted { transcript },
-        ("canceled", _) => Ending::Canceled { killed, transcript },
-        _ => Ending::Exited {
-            code,
-            signal,
-            transcript,
-            stderr_last_line,
-        },
-    }
 }
 
 /// Resolves once the watched value satisfies `f`; never, if its sender goes away first.
@@ -230,41 +288,96 @@ async fn signalled<T>(rx: &mut watch::Receiver<T>, f: impl FnMut(&T) -> bool) {
     }
 }
 
-/// Writes the prompt; closes stdin unless the driver interrupts through it.
-async fn feed_stdin(child: &mut Child, d: &Driver, a: &Attempt<'_>) -> Option<ChildStdin> {
-    let mut stdin = child.stdin.take()?;
-    if d.prompt == PromptMode::Stdin {
-        // A harness that exits without reading its prompt closes the pipe: not our failure.
-        let _ = stdin.write_all(a.prompt.as_bytes()).await;
-        let _ = stdin.flush().await;
+/// The harness's stdin, written by a task of its own so that a harness that never reads it
+/// cannot delay anything else: the prompt goes in, then stdin closes, unless the driver
+/// interrupts through it; then it stays open for the interrupt bytes, which cut short a prompt
+/// still being written. Dropping the feed closes stdin.
+struct StdinFeed {
+    /// Dropped with the feed, which tells the writer the attempt is over.
+    interrupts: Option<mpsc::Sender<Vec<u8>>>,
+    through_stdin: bool,
+}
+
+impl StdinFeed {
+    fn start(stdin: Option<ChildStdin>, prompt: Option<String>, how: Interrupt) -> StdinFeed {
+        let through_stdin = matches!(how, Interrupt::Stdin(_));
+        let Some(stdin) = stdin else {
+            return StdinFeed {
+                interrupts: None,
+                through_stdin,
+            };
+        };
+        let (tx, rx) = mpsc::channel(1);
+        tokio::spawn(feed(stdin, prompt, through_stdin, rx));
+        StdinFeed {
+            interrupts: Some(tx),
+            through_stdin,
+        }
     }
-    match d.interrupt {
-        Interrupt::Stdin(_) => Some(stdin),
-        _ => None,
+
+    fn interrupt(&self, bytes: &[u8]) {
+        if let (Some(tx), true) = (&self.interrupts, self.through_stdin) {
+            let _ = tx.try_send(bytes.to_vec());
+        }
     }
 }
 
-/// Sends the driver's interrupt, waits out the grace, and kills the harness and every
-/// descendant if it is still there. Answers whether it had to kill.
+async fn feed(
+    mut stdin: ChildStdin,
+    prompt: Option<String>,
+    keep_open: bool,
+    mut interrupts: mpsc::Receiver<Vec<u8>>,
+) {
+    if let Some(prompt) = prompt {
+        tokio::select! {
+            // A harness that exits without reading its prompt closes the pipe: not our failure.
+            _ = stdin.write_all(prompt.as_bytes()) => { let _ = stdin.flush().await; }
+            bytes = interrupts.recv() => {
+                if let Some(bytes) = bytes {
+                    write_then_hold(stdin, bytes, interrupts).await;
+                }
+                return;
+            }
+        }
+    }
+    if !keep_open {
+        return;
+    }
+    if let Some(bytes) = interrupts.recv().await {
+        write_then_hold(stdin, bytes, interrupts).await;
+    }
+}
+
+/// Writes the interrupt bytes and keeps stdin open until the attempt ends: closing it is not the
+/// interrupt the driver declared.
+async fn write_then_hold(
+    mut stdin: ChildStdin,
+    bytes: Vec<u8>,
+    mut interrupts: mpsc::Receiver<Vec<u8>>,
+) {
+    tokio::select! {
+        _ = async { let _ = stdin.write_all(&bytes).await; let _ = stdin.flush().await; } => {}
+        _ = async { while interrupts.recv().await.is_some() {} } => return,
+    }
+    while interrupts.recv().await.is_some() {}
+}
+
+/// Sends the driver's interrupt, waits out the grace, and ends the harness and everything it
+/// started if it is still there. Answers how it ended and whether it had to be ended.
 async fn interrupt(
     session: &Session,
     d: &Driver,
     a: &Attempt<'_>,
-    child: &mut Child,
-    stdin: &mut Option<ChildStdin>,
-    pid: i32,
-) -> bool {
+    harness: &mut Contained,
+    stdin: &StdinFeed,
+) -> (Exit, bool) {
     let how = match &d.interrupt {
         Interrupt::Sigint => {
-            reap::interrupt_group(pid);
+            harness.interrupt();
             "sigint"
         }
         Interrupt::Stdin(bytes) => {
-            // Written, not closed: closing stdin is not the interrupt the driver declared.
-            if let Some(s) = stdin.as_mut() {
-                let _ = s.write_all(bytes).await;
-                let _ = s.flush().await;
-            }
+            stdin.interrupt(bytes);
             "stdin"
         }
         Interrupt::None => "none",
@@ -273,26 +386,32 @@ async fn interrupt(
         "harness_interrupt",
         json!({
             "task_id": a.task_id,
-            "pid": pid,
+            "pid": harness.pid,
             "interrupt": how,
             "grace_ms": if how == "none" { 0 } else { GRACE.as_millis() as u64 },
         }),
     );
-    if d.interrupt != Interrupt::None && tokio::time::timeout(GRACE, child.wait()).await.is_ok() {
-        return false;
+    if d.interrupt != Interrupt::None && tokio::time::timeout(GRACE, harness.exited()).await.is_ok()
+    {
+        return (harness.outcome().await, false);
     }
-    let tree = reap::descendants(pid);
-    reap::kill_all(pid, &tree);
-    true
+    (harness.end().await, true)
 }
 
-async fn join_with_deadline<T: Default>(h: Option<tokio::task::JoinHandle<T>>) -> Option<T> {
-    let h = h?;
-    // A descendant may hold the pipe open after the harness is gone; the answer cannot wait.
-    match tokio::time::timeout(Duration::from_secs(2), h).await {
-        Ok(Ok(v)) => Some(v),
-        _ => None,
+/// What a reader task read. A reader stops on its own shortly after the attempt ends (see
+/// [`DRAIN`]) and always answers what it read.
+async fn joined<T: Default>(h: Option<tokio::task::JoinHandle<T>>) -> T {
+    match h {
+        Some(h) => h.await.unwrap_or_default(),
+        None => T::default(),
     }
+}
+
+/// Resolves [`DRAIN`] after the attempt has ended: by then the containment has ended every
+/// writer, so this only bounds a reader against the unforeseen.
+async fn drained(mut ended: watch::Receiver<bool>) {
+    let _ = ended.wait_for(|e| *e).await;
+    tokio::time::sleep(DRAIN).await;
 }
 
 /// Where a harness's turns go as `text` frames.
@@ -307,15 +426,21 @@ async fn read_stdout(
     dialect: OutputDialect,
     turns: watch::Sender<u32>,
     frames: TurnFrames,
+    ended: watch::Receiver<bool>,
 ) -> Transcript {
     let mut t = Transcript::default();
     let mut buf = vec![0u8; 64 << 10];
     let mut line: Vec<u8> = Vec::new();
     let mut kept = 0usize;
+    let deadline = drained(ended);
+    tokio::pin!(deadline);
     loop {
-        let n = match out.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
+        let n = tokio::select! {
+            r = out.read(&mut buf) => match r {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            },
+            _ = &mut deadline => break,
         };
         if dialect == OutputDialect::Text {
             let room = STDOUT_CAP.saturating_sub(kept);
@@ -362,11 +487,17 @@ fn feed_line(t: &mut Transcript, dialect: OutputDialect, line: &[u8]) -> Option<
     }
 }
 
-async fn read_tail(mut err: impl AsyncRead + Unpin) -> String {
+async fn read_tail(mut err: impl AsyncRead + Unpin, ended: watch::Receiver<bool>) -> String {
     let mut tail: Vec<u8> = Vec::new();
     let mut buf = vec![0u8; 16 << 10];
+    let deadline = drained(ended);
+    tokio::pin!(deadline);
     loop {
-        match err.read(&mut buf).await {
+        let read = tokio::select! {
+            r = err.read(&mut buf) => r,
+            _ = &mut deadline => break,
+        };
+        match read {
             Ok(0) | Err(_) => break,
             Ok(n) => {
                 tail.extend_from_slice(&buf[..n]);

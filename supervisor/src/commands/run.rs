@@ -2,6 +2,7 @@
 //! the launch task's answer, and stop everything cleanly on Ctrl-C or SIGTERM (DESIGN §3).
 
 use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::sync::mpsc;
@@ -14,6 +15,7 @@ use tokio::signal::unix::{signal, SignalKind};
 use capsule::clock::Millis;
 use capsule::ids::SessionId;
 use capsule::manifest::{self, Manifest, TaskAcceptance, Transport};
+use capsule::process::Containment;
 use capsule::runtime::{CapsuleConfig, LaunchTask, READY_LINE};
 
 use crate::client;
@@ -57,6 +59,30 @@ fn check_runnable(m: &Manifest) -> CliResult<()> {
         ));
     }
     Ok(())
+}
+
+/// How the capsule's harness attempts will be contained (DESIGN §3); `None` for a door that
+/// starts no task.
+fn contain(m: &Manifest) -> CliResult<Option<Containment>> {
+    if m.lifecycle.task_acceptance == TaskAcceptance::None {
+        return Ok(None);
+    }
+    let exe = std::env::current_exe().unwrap_or_default();
+    // The probe hides the folder as an attempt will, so it must exist to be tried.
+    let run_dir = records::run_dir();
+    let _ = std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&run_dir);
+    Containment::detect(&exe, vec![run_dir])
+        .map(Some)
+        .map_err(|why| {
+            CliError::new(
+                Code::Containment,
+                why,
+                "unset MURMUR_CONTAINMENT (or set it to auto) to use the fallback; `mur install` says which mode is in force",
+            )
+        })
 }
 
 fn task_text(task: &str) -> CliResult<String> {
@@ -114,6 +140,7 @@ pub async fn run(args: RunArgs) -> CliResult<i32> {
         }
     };
     check_runnable(&m)?;
+    let containment = contain(&m)?;
     let launch_task = match &args.task {
         Some(t) => Some(LaunchTask {
             text: task_text(t)?,
@@ -159,6 +186,8 @@ pub async fn run(args: RunArgs) -> CliResult<i32> {
         mur_exe: std::env::current_exe().unwrap_or_default(),
         launch: launch_task,
         tokens: tokens::digests(&minted),
+        containment,
+        run_dir: Some(records::run_dir()),
     };
     let mut child = match launch::spawn_capsule(&listener, &config) {
         Ok(child) => child,

@@ -6,6 +6,14 @@ use crate::records;
 use crate::tokens;
 
 pub fn run(address: Option<&str>) -> CliResult<i32> {
+    // A harness holds its task token and nothing more (DESIGN §3, docs/trust.md).
+    if capsule::process::inside_harness() {
+        return Err(CliError::new(
+            Code::InsideHarness,
+            "mur token does not run inside a harness: a harness holds only its own task token (MURMUR_TASK_TOKEN)",
+            "call your own capsule's helpers (`mur request-input`) with MURMUR_TASK_TOKEN; run `mur token` from your own terminal",
+        ));
+    }
     let rec = records::resolve_running(address)?;
     let list = tokens::load(&rec.session_id);
     if list.is_empty() {

@@ -1,0 +1,159 @@
+//! The capsule's side of a contained process: starts the keeper (`mur __contain`) with the
+//! program's environment, folder and pipes, and tells it to interrupt, to end everything, or
+//! is told by it how the program ended.
+
+use std::ffi::OsString;
+use std::io::Read;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout};
+
+use super::containment::{Containment, Mode};
+use super::keeper::{KeeperArgs, Report, STATUS_FD};
+use super::setup::ChildSetup;
+use super::tree;
+
+/// How long the keeper has to end everything after SIGTERM before it is killed outright.
+const END_WITHIN: Duration = Duration::from_secs(3);
+
+/// What to run, and how.
+pub struct Spec {
+    pub program: String,
+    pub args: Vec<String>,
+    pub cwd: PathBuf,
+    /// Set in the program's environment, over the inherited one.
+    pub env: Vec<(String, OsString)>,
+    /// Taken out of the program's environment.
+    pub env_remove: Vec<&'static str>,
+}
+
+/// How the contained program ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Exit {
+    Exited(i32),
+    Signaled(i32),
+    /// It never ran: the message says why.
+    NotStarted(String),
+    /// Its keeper was ended before it could say (the program went with it).
+    Ended,
+}
+
+/// A running contained program: its keeper process and the program's pipes.
+pub struct Contained {
+    keeper: Child,
+    /// The keeper's pid (the process this capsule started, and signals).
+    pub pid: i32,
+    pub stdin: Option<ChildStdin>,
+    pub stdout: Option<ChildStdout>,
+    pub stderr: Option<ChildStderr>,
+    status: Option<tokio::task::JoinHandle<String>>,
+    mode: Mode,
+}
+
+impl Contained {
+    /// Starts `spec` under a keeper in `containment`, with piped stdin, stdout and stderr.
+    pub fn spawn(mur: &Path, containment: &Containment, spec: Spec) -> std::io::Result<Contained> {
+        let keeper_args = KeeperArgs {
+            namespaces: containment.mode == Mode::Namespaces,
+            probe: false,
+            hide: containment.hidden.clone(),
+            program: spec.program.into(),
+            args: spec.args.into_iter().map(OsString::from).collect(),
+        };
+        let (status_r, status_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+        let mut cmd = std::process::Command::new(mur);
+        cmd.args(keeper_args.to_args())
+            .current_dir(&spec.cwd)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (k, v) in &spec.env {
+            cmd.env(k, v);
+        }
+        for k in &spec.env_remove {
+            cmd.env_remove(k);
+        }
+        ChildSetup {
+            own_group: true,
+            death_signal: Some(Signal::SIGTERM),
+            fds: vec![(status_w.as_raw_fd(), STATUS_FD)],
+        }
+        .apply(&mut cmd);
+        let mut keeper = tokio::process::Command::from(cmd).spawn()?;
+        drop(status_w);
+        let pid = keeper.id().map(|p| p as i32).unwrap_or(0);
+        let status = tokio::task::spawn_blocking(move || {
+            let mut text = String::new();
+            let _ = std::fs::File::from(status_r).read_to_string(&mut text);
+            text
+        });
+        Ok(Contained {
+            stdin: keeper.stdin.take(),
+            stdout: keeper.stdout.take(),
+            stderr: keeper.stderr.take(),
+            keeper,
+            pid,
+            status: Some(status),
+            mode: containment.mode,
+        })
+    }
+
+    /// Forwards SIGINT to the program's process group.
+    pub fn interrupt(&self) {
+        tree::signal_process(self.pid, Signal::SIGINT);
+    }
+
+    /// Resolves once the keeper is gone: the program ended and the keeper ended what it left.
+    /// Cancel-safe; follow it with [`Contained::outcome`].
+    pub async fn exited(&mut self) {
+        let _ = self.keeper.wait().await;
+    }
+
+    /// How the program ended, once [`Contained::exited`] resolved.
+    pub async fn outcome(&mut self) -> Exit {
+        let _ = self.keeper.wait().await;
+        self.settle().await
+    }
+
+    /// Ends the program and everything it started, now: the keeper ends its tree; if it does
+    /// not manage within a few seconds it is killed, and what it left is swept from here.
+    pub async fn end(&mut self) -> Exit {
+        tree::signal_process(self.pid, Signal::SIGTERM);
+        if tokio::time::timeout(END_WITHIN, self.keeper.wait())
+            .await
+            .is_err()
+        {
+            let _ = self.keeper.start_kill();
+            let _ = self.keeper.wait().await;
+        }
+        self.settle().await
+    }
+
+    /// After the keeper is gone: in fallback mode anything that escaped it (its own death left
+    /// orphans with this process, a subreaper) is swept; then its report is read.
+    async fn settle(&mut self) -> Exit {
+        if self.mode == Mode::Fallback {
+            let me = std::process::id() as i32;
+            let _ =
+                tokio::task::spawn_blocking(move || tree::sweep_below(me, Duration::from_secs(5)))
+                    .await;
+        }
+        let text = match self.status.take() {
+            Some(h) => h.await.unwrap_or_default(),
+            None => String::new(),
+        };
+        match text.lines().rev().find_map(Report::parse) {
+            Some(Report::Exited(c)) => Exit::Exited(c),
+            Some(Report::Signaled(s)) => Exit::Signaled(s),
+            Some(Report::SpawnFailed(why)) => Exit::NotStarted(why),
+            Some(Report::SetupFailed(why)) => {
+                Exit::NotStarted(format!("the harness could not be contained: {why}"))
+            }
+            None => Exit::Ended,
+        }
+    }
+}
