@@ -13,7 +13,7 @@ use tokio::sync::watch;
 use crate::ids::{SessionId, TaskId};
 use crate::manifest::Manifest;
 use crate::stream::EventLog;
-use crate::tasks::Registry;
+use crate::tasks::{Registry, Residue};
 use crate::trace::Trace;
 
 pub struct Session {
@@ -34,6 +34,8 @@ pub struct Session {
     pub harness_sessions: Mutex<HashMap<String, String>>,
     /// sha256 of each live task's helper token → the task it authorizes.
     task_tokens: Mutex<HashMap<[u8; 32], TaskId>>,
+    /// What the session's tasks leave running past their end.
+    pub residue: Residue,
     /// Set once the capsule is going down.
     pub shutdown: watch::Sender<bool>,
 }
@@ -67,6 +69,7 @@ impl Session {
             mur_exe,
             harness_sessions: Mutex::new(HashMap::new()),
             task_tokens: Mutex::new(HashMap::new()),
+            residue: Residue::default(),
             shutdown: watch::channel(false).0,
         }
     }

@@ -14,6 +14,8 @@ The task text (stdin, or the last argument with --prompt-arg) may hold directive
   @silent            print nothing
   @grandchild FILE   start a detached grandchild (its own session) and write its pid to FILE
   @pidfile FILE      write this harness's pid to FILE
+  @wait-for FILE     wait (at most 60 s) until FILE exists
+  @run COMMAND       run COMMAND with sh and answer {"code": N, "out": "...", "err": "..."}
   @tokenfile FILE    write MURMUR_TASK_TOKEN to FILE (tests of the control surface)
   @turns N           (stream-json) write N assistant turns before the result
 
@@ -69,6 +71,13 @@ def main():
             signal.signal(signal.SIGINT, signal.SIG_IGN)
         elif word == "@pidfile":
             write_atomically(rest, str(os.getpid()))
+        elif word == "@wait-for":
+            deadline = time.time() + 60
+            while not os.path.exists(rest) and time.time() < deadline:
+                time.sleep(0.01)
+        elif word == "@run":
+            out = subprocess.run(["sh", "-c", rest], capture_output=True, text=True)
+            answer = json.dumps({"code": out.returncode, "out": out.stdout, "err": out.stderr})
         elif word == "@tokenfile":
             write_atomically(rest, os.environ.get("MURMUR_TASK_TOKEN", ""))
         elif word == "@grandchild":

@@ -3,6 +3,7 @@
 
 mod page_token;
 mod registry;
+mod residue;
 mod state;
 mod task;
 
@@ -10,5 +11,6 @@ pub use registry::{
     Admission, CancelRefusal, ListPage, ListQuery, Observer, Outcome, Registry, ReplyRefusal,
     Started,
 };
+pub use residue::{Residue, ResidueItem};
 pub use state::{StateFilter, TaskState};
 pub use task::{Owner, Task, TaskInput, Viewer};

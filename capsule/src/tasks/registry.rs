@@ -399,6 +399,16 @@ impl Registry {
         }
     }
 
+    /// Records what a task left running when it was canceled (its residue artifact); answers
+    /// the task as GetTask now shows it.
+    pub fn set_residue(&self, id: &TaskId, residue: Vec<Value>) -> Value {
+        let mut inner = self.lock();
+        if let Some(task) = inner.tasks.get_mut(id) {
+            task.residue = residue;
+        }
+        inner.json_of(id)
+    }
+
     /// Records how an attempt ended. A task already canceled keeps its state; only its ending
     /// (the status sentence) is recorded, which still moves it to the front of the order.
     pub fn finish(&self, id: &TaskId, outcome: Outcome) {

@@ -1,12 +1,15 @@
 //! `mur install [--manifest M]`: resolves the manifest's artifacts — built-in drivers, and the
-//! commands process drivers run (on PATH or by path) — and reports what is missing. This
-//! release installs nothing from a registry: what is missing is named with how to get it.
+//! commands process drivers run (on PATH or by path) — reports what is missing, and says which
+//! containment (DESIGN §3) harness attempts will run in, and why. This release installs nothing
+//! from a registry: what is missing is named with how to get it.
 
 use std::path::{Path, PathBuf};
 
 use capsule::manifest::{self, Artifact};
+use capsule::process::Containment;
 
 use crate::error::{CliError, CliResult, Code};
+use crate::records;
 
 /// The program a command names, when it can be found.
 fn find_program(program: &str) -> Option<PathBuf> {
@@ -45,6 +48,16 @@ fn resolve(a: &Artifact) -> (String, bool) {
     }
 }
 
+/// The containment `mur run` would choose here, probed the same way.
+fn containment() -> Result<Containment, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find the mur binary: {e}"))?;
+    let run_dir = records::run_dir();
+    Containment::detect(
+        &exe,
+        vec![run_dir].into_iter().filter(|d| d.is_dir()).collect(),
+    )
+}
+
 pub fn run(manifest_path: &Path) -> CliResult<i32> {
     let m = manifest::load(manifest_path).map_err(|e| CliError::Formatted(e.to_string()))?;
     let mut missing = 0;
@@ -52,6 +65,17 @@ pub fn run(manifest_path: &Path) -> CliResult<i32> {
         let (line, ok) = resolve(a);
         println!("{line}");
         missing += usize::from(!ok);
+    }
+    match containment() {
+        Ok(c) => println!("containment: {} ({})", c.mode.word(), c.reason),
+        Err(why) => {
+            println!("containment: unavailable ({why})");
+            return Err(CliError::new(
+                Code::Containment,
+                why,
+                "unset MURMUR_CONTAINMENT (or set it to auto) to use the fallback",
+            ));
+        }
     }
     if missing > 0 {
         return Err(CliError::new(

@@ -8,6 +8,7 @@ use crate::door::check::Inbound;
 use crate::door::error::RpcError;
 use crate::door::method::Method;
 use crate::door::{Answer, Door};
+use crate::ids::TaskId;
 use crate::tasks::{CancelRefusal, TaskState};
 
 pub struct CancelTask {
@@ -25,11 +26,19 @@ pub fn apply(door: &Door, req: &Inbound) -> Result<Answer, RpcError> {
     let req = parse(&req.params)?;
     match door.session.registry.cancel(&req.id, &viewer) {
         Ok((task, was)) => {
+            let id = TaskId::from_wire(&req.id);
             if was == TaskState::Submitted {
-                door.session
-                    .trace_canceled_in_queue(&crate::ids::TaskId::from_wire(&req.id));
+                door.session.trace_canceled_in_queue(&id);
             }
-            Ok(Answer::Result(task, None))
+            // What the task leaves running rides as its residue artifact; nothing, no artifact.
+            let residue = door.session.residue.of_task(&id);
+            if residue.is_empty() {
+                return Ok(Answer::Result(task, None));
+            }
+            Ok(Answer::Result(
+                door.session.registry.set_residue(&id, residue),
+                None,
+            ))
         }
         Err(CancelRefusal::NotFound) => Err(RpcError::TaskNotFound(req.id)),
         Err(CancelRefusal::NotCancelable(state)) => Err(RpcError::TaskNotCancelable(req.id, state)),

@@ -18,8 +18,7 @@ pub fn apply(door: &Door) -> Result<Answer, RpcError> {
         }
     }
     let ids: Vec<&str> = canceled.iter().map(|(id, _)| id.as_str()).collect();
-    // A process capsule starts no detached shell commands, so it leaves nothing running.
-    let residue: Vec<serde_json::Value> = Vec::new();
+    let residue = session.residue.all();
     Ok(Answer::Result(
         json!({"session_id": session.id.as_str(), "canceled": ids, "residue": residue}),
         Some(DOOR_URI.to_owned()),
