@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 use tokio::signal::unix::{signal, SignalKind};
 
 use crate::agent;
@@ -20,7 +19,7 @@ use crate::manifest::{self, TaskAcceptance};
 use crate::session::Session;
 use crate::stream::EventLog;
 use crate::tasks::{Admission, Owner, Registry, TaskInput, TaskState, Viewer};
-use crate::trace::Trace;
+use crate::trace::{Origin, Trace, TraceEvent};
 
 /// What the supervisor hands a capsule process (as JSON in `MURMUR_CAPSULE_CONFIG`).
 #[derive(Serialize, Deserialize, Debug, Clone)]
@@ -139,17 +138,14 @@ async fn run(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
         config.records_dir.clone(),
         config.mur_exe.clone(),
     ));
-    session.trace.event(
-        "session_start",
-        json!({
-            "capsule": session.manifest.name,
-            "version": session.manifest.version,
-            "pid": std::process::id(),
-            "url": session.url,
-            "workdir": session.workdir,
-            "manifest": session.manifest.path,
-        }),
-    );
+    session.trace.event(TraceEvent::SessionStart {
+        capsule: session.manifest.name.clone(),
+        version: session.manifest.version.clone(),
+        pid: std::process::id(),
+        url: session.url.clone(),
+        workdir: session.workdir.clone(),
+        manifest: session.manifest.path.clone(),
+    });
     let launch = config
         .launch
         .as_ref()
@@ -184,10 +180,9 @@ async fn run(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
     let status = launch
         .as_ref()
         .and_then(|id| session.registry.state_of(id.as_str(), &Viewer::Everyone));
-    session.trace.event(
-        "session_end",
-        json!({"launch_task_state": status.map(|s| s.word())}),
-    );
+    session.trace.event(TraceEvent::SessionEnd {
+        launch_task_state: status,
+    });
     match status {
         None | Some(TaskState::Completed) => exit::OK,
         Some(_) => exit::TASK_NOT_COMPLETED,
@@ -206,10 +201,12 @@ fn admit_launch(session: &Session, launch: &LaunchTask) -> Option<crate::ids::Ta
         .admit(launch.context_id.clone(), Owner::Session, input)
     {
         Admission::Accepted(id, task) => {
-            session.trace.event(
-                "a2a_task_received",
-                json!({"task_id": id.as_str(), "context_id": task["contextId"], "origin": "launch"}),
-            );
+            session.trace.event(TraceEvent::A2aTaskReceived {
+                task_id: id.clone(),
+                context_id: task["contextId"].as_str().unwrap_or_default().to_owned(),
+                message_id: None,
+                origin: Origin::Launch,
+            });
             Some(id)
         }
         Admission::Rejected(id, _) => Some(id),

@@ -6,7 +6,6 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use rand::RngCore;
-use serde_json::json;
 use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
@@ -14,7 +13,7 @@ use crate::ids::{SessionId, TaskId};
 use crate::manifest::Manifest;
 use crate::stream::EventLog;
 use crate::tasks::Registry;
-use crate::trace::Trace;
+use crate::trace::{EndStatus, Trace, TraceEvent};
 
 pub struct Session {
     pub id: SessionId,
@@ -103,14 +102,13 @@ impl Session {
     /// Traces the end of a task canceled while it waited in the queue: no worker ran it, so
     /// no worker will tell its ending.
     pub fn trace_canceled_in_queue(&self, task: &TaskId) {
-        self.trace.event(
-            "task_canceled",
-            json!({"task_id": task.as_str(), "interrupted": "queue", "in_flight": []}),
-        );
-        self.trace.event(
-            "task_end",
-            json!({"task_id": task.as_str(), "status": "canceled", "exit_status": "canceled"}),
-        );
+        self.trace
+            .event(TraceEvent::canceled_in_queue(task.clone()));
+        self.trace.event(TraceEvent::task_end(
+            task.clone(),
+            EndStatus::Canceled,
+            None,
+        ));
     }
 
     pub fn harness_session(&self, context: &str) -> Option<String> {

@@ -18,9 +18,11 @@ use tokio::sync::watch;
 pub use dialect::Transcript;
 pub use reap::{descendants, kill_all, parent_pid};
 
+use crate::ids::TaskId;
 use crate::manifest::{Interrupt, Manifest, OutputDialect, ProcessDriver, PromptMode};
 use crate::session::Session;
 use crate::stream::EventLog;
+use crate::trace::{ExitCause, InterruptSent, SessionMode, TraceEvent};
 
 /// How long an interrupted harness has to end on its own.
 pub const GRACE: Duration = Duration::from_secs(10);
@@ -143,17 +145,17 @@ pub async fn run(
     };
     let pid = child.id().map(|p| p as i32).unwrap_or(0);
     let started = Instant::now();
-    session.trace.event(
-        "harness_start",
-        json!({
-            "task_id": a.task_id,
-            "context_id": a.context_id,
-            "pid": pid,
-            "command": d.command.first(),
-            "session_mode": if a.resume.is_some() { "resume" } else { "new" },
-            "harness_session": a.resume,
-        }),
-    );
+    session.trace.event(TraceEvent::HarnessStart {
+        task_id: TaskId::from_wire(a.task_id),
+        context_id: a.context_id.to_owned(),
+        pid,
+        command: d.command.first().cloned(),
+        session_mode: match a.resume {
+            Some(_) => SessionMode::Resume,
+            None => SessionMode::New,
+        },
+        harness_session: a.resume.clone(),
+    });
     let mut stdin = feed_stdin(&mut child, d, a).await;
     let (turns_tx, mut turns_rx) = watch::channel(0u32);
     let turn_frames = TurnFrames {
@@ -191,19 +193,20 @@ pub async fn run(
     let stderr_tail = join_with_deadline(stderr).await.unwrap_or_default();
     let code = status.and_then(|s| s.code());
     let signal = status.and_then(|s| std::os::unix::process::ExitStatusExt::signal(&s));
-    session.trace.event(
-        "harness_exit",
-        json!({
-            "task_id": a.task_id,
-            "pid": pid,
-            "cause": cause,
-            "exit_code": code,
-            "signal": signal,
-            "killed": killed,
-            "duration_ms": started.elapsed().as_millis() as u64,
-            "harness_session": transcript.session,
-        }),
-    );
+    session.trace.event(TraceEvent::HarnessExit {
+        task_id: TaskId::from_wire(a.task_id),
+        pid,
+        cause: match cause {
+            "canceled" => ExitCause::Canceled,
+            "max_turns" => ExitCause::MaxTurns,
+            _ => ExitCause::Exited,
+        },
+        exit_code: code,
+        signal,
+        killed,
+        duration_ms: started.elapsed().as_millis() as u64,
+        harness_session: transcript.session.clone(),
+    });
     let stderr_last_line = stderr_tail
         .lines()
         .rev()
@@ -269,15 +272,16 @@ async fn interrupt(
         }
         Interrupt::None => "none",
     };
-    session.trace.event(
-        "harness_interrupt",
-        json!({
-            "task_id": a.task_id,
-            "pid": pid,
-            "interrupt": how,
-            "grace_ms": if how == "none" { 0 } else { GRACE.as_millis() as u64 },
-        }),
-    );
+    session.trace.event(TraceEvent::HarnessInterrupt {
+        task_id: TaskId::from_wire(a.task_id),
+        pid,
+        interrupt: InterruptSent::from(&d.interrupt),
+        grace_ms: if how == "none" {
+            0
+        } else {
+            GRACE.as_millis() as u64
+        },
+    });
     if d.interrupt != Interrupt::None && tokio::time::timeout(GRACE, child.wait()).await.is_ok() {
         return false;
     }

@@ -9,6 +9,7 @@ use crate::door::error::RpcError;
 use crate::door::message::{self, Incoming};
 use crate::door::{Answer, Door};
 use crate::tasks::{Admission, ReplyRefusal, TaskInput, Viewer};
+use crate::trace::{Origin, TraceEvent};
 
 pub fn parse(door: &Door, params: &Map<String, Value>) -> Result<Incoming, RpcError> {
     message::read(params, &door.session.manifest)
@@ -66,15 +67,12 @@ fn admit_task(
     };
     match registry.admit(msg.context_id.clone(), viewer.as_owner(), input) {
         Admission::Accepted(id, task) => {
-            door.session.trace.event(
-                "a2a_task_received",
-                json!({
-                    "task_id": id.as_str(),
-                    "context_id": task["contextId"],
-                    "message_id": msg.message_id,
-                    "origin": "client",
-                }),
-            );
+            door.session.trace.event(TraceEvent::A2aTaskReceived {
+                task_id: id.clone(),
+                context_id: task["contextId"].as_str().unwrap_or_default().to_owned(),
+                message_id: Some(msg.message_id.clone()),
+                origin: Origin::Client,
+            });
             Ok((id, task))
         }
         Admission::Rejected(_, task) => Err(task),

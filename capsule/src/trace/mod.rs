@@ -1,12 +1,18 @@
 //! `trace.jsonl`: one JSON object a line, each with `event_type`, `session_id` and `timestamp`,
-//! written and flushed as each event happens so a reader may tail it. No token is ever passed in.
+//! written and flushed as each event happens so a reader may tail it. Callers hand in a typed
+//! [`TraceEvent`]; [`event::line`] is the one place it becomes JSON. No token is ever passed in.
+
+mod event;
+
+pub use event::{
+    EndStatus, ExitCause, InterruptSent, Interrupted, Origin, Ran, RequestedBy, SessionMode, Tool,
+    TraceEvent,
+};
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::Path;
 use std::sync::Mutex;
-
-use serde_json::{Map, Value};
 
 use crate::clock::Millis;
 use crate::ids::SessionId;
@@ -40,17 +46,11 @@ impl Trace {
         }
     }
 
-    /// Writes one event. `fields` follow the three common keys in their given order.
-    pub fn event(&self, event_type: &str, fields: Value) {
-        let mut line = Map::new();
-        line.insert("event_type".into(), Value::from(event_type));
-        line.insert("session_id".into(), Value::from(self.session_id.as_str()));
-        line.insert("timestamp".into(), Value::from(Millis::now().rfc3339()));
-        if let Value::Object(extra) = fields {
-            line.extend(extra);
-        }
-        let mut bytes = Value::Object(line).to_string().into_bytes();
-        bytes.push(b'\n');
+    /// Writes one event.
+    pub fn event(&self, event: TraceEvent) {
+        let Ok(bytes) = event::line(&event, &self.session_id, Millis::now()) else {
+            return;
+        };
         let mut guard = self.file.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(file) = guard.as_mut() {
             // A full disk must not take the door down; the event is lost, the task is not.
