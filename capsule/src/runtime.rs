@@ -183,6 +183,8 @@ async fn run(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
     session.trace.event(TraceEvent::SessionEnd {
         launch_task_state: status,
     });
+    // The process exits next: everything queued, session_end last, goes to the file first.
+    session.trace.close().await;
     match status {
         None | Some(TaskState::Completed) => exit::OK,
         Some(_) => exit::TASK_NOT_COMPLETED,

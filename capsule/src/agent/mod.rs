@@ -111,7 +111,6 @@ async fn run_harness(
             cause,
         });
     }
-    session.registry.finish(&id, outcome.clone());
     let ran = Ran {
         turns,
         duration_ms: began.elapsed().as_millis() as u64,
@@ -119,6 +118,9 @@ async fn run_harness(
     session
         .trace
         .event(TraceEvent::task_end(id.clone(), status, Some(ran)));
+    // Whoever sees the task end (GetTask, a held answer, a stream) finds its task_end on file.
+    session.trace.flush().await;
+    session.registry.finish(&id, outcome.clone());
     outcome
 }
 

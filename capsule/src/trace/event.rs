@@ -108,6 +108,10 @@ pub enum TraceEvent {
         #[serde(flatten)]
         call: Tool,
     },
+    /// Records the queue had no room for, counted and reported once there was room again.
+    TraceRecordsLost {
+        lost: u64,
+    },
 }
 
 /// Where an accepted task came from.
@@ -216,6 +220,7 @@ impl TraceEvent {
             TraceEvent::HarnessExit { .. } => "harness_exit",
             TraceEvent::HarnessSessionForgotten { .. } => "harness_session_forgotten",
             TraceEvent::ToolCall { .. } => "tool_call",
+            TraceEvent::TraceRecordsLost { .. } => "trace_records_lost",
         }
     }
 
@@ -547,6 +552,15 @@ mod tests {
             },
             "tool_call",
             r#""task_id":"tsk_1","tool":"request-input","question":"which file?""#,
+        );
+    }
+
+    #[test]
+    fn trace_records_lost() {
+        written(
+            TraceEvent::TraceRecordsLost { lost: 12 },
+            "trace_records_lost",
+            r#""lost":12"#,
         );
     }
 }
