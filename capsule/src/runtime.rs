@@ -166,11 +166,7 @@ async fn run(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
 
     wait_for_end(&session).await;
     // Live tasks are canceled (their harnesses interrupted) before the door closes.
-    for (id, was) in session.registry.cancel_all() {
-        if was == TaskState::Submitted {
-            session.trace_canceled_in_queue(&id);
-        }
-    }
+    session.cancel_all().await;
     let _ = session.shutdown.send(true);
     let _ = serving.await;
     if let Some(worker) = worker {
@@ -198,20 +194,13 @@ fn admit_launch(session: &Session, launch: &LaunchTask) -> Option<crate::ids::Ta
         reference_task_ids: vec![],
         forget_session: launch.forget_session,
     };
-    match session
-        .registry
-        .admit(launch.context_id.clone(), Owner::Session, input)
-    {
-        Admission::Accepted(id, task) => {
-            session.trace.event(TraceEvent::A2aTaskReceived {
-                task_id: id.clone(),
-                context_id: task["contextId"].as_str().unwrap_or_default().to_owned(),
-                message_id: None,
-                origin: Origin::Launch,
-            });
-            Some(id)
-        }
-        Admission::Rejected(id, _) => Some(id),
+    match session.admit(
+        launch.context_id.clone(),
+        Owner::Session,
+        input,
+        Origin::Launch,
+    ) {
+        Admission::Accepted(id, _) | Admission::Rejected(id, _) => Some(id),
     }
 }
 

@@ -219,4 +219,4 @@ fn create_private(dir: &Path) -> std::io::Result<File> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -12,12 +12,13 @@ use serde_json::Value;
 use super::*;
 use crate::ids::TaskId;
 
-/// A sink the test can read while the writer still holds it.
+/// A sink the test can read while the writer still holds it (also for other modules' tests).
 #[derive(Clone, Default)]
-struct Shared(Arc<Mutex<Vec<u8>>>);
+pub(crate) struct Shared(Arc<Mutex<Vec<u8>>>);
 
 impl Shared {
-    fn records(&self) -> Vec<Value> {
+    /// Every record written so far.
+    pub(crate) fn records(&self) -> Vec<Value> {
         let bytes = self.0.lock().unwrap().clone();
         String::from_utf8(bytes)
             .unwrap()

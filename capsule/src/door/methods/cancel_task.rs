@@ -8,7 +8,7 @@ use crate::door::check::Inbound;
 use crate::door::error::RpcError;
 use crate::door::method::Method;
 use crate::door::{Answer, Door};
-use crate::tasks::{CancelRefusal, TaskState};
+use crate::tasks::CancelRefusal;
 
 pub struct CancelTask {
     pub id: String,
@@ -20,17 +20,11 @@ pub fn parse(params: &Map<String, Value>) -> Result<CancelTask, RpcError> {
     })
 }
 
-pub fn apply(door: &Door, req: &Inbound) -> Result<Answer, RpcError> {
+pub async fn apply(door: &Door, req: &Inbound) -> Result<Answer, RpcError> {
     let viewer = req.viewer();
     let req = parse(&req.params)?;
-    match door.session.registry.cancel(&req.id, &viewer) {
-        Ok((task, was)) => {
-            if was == TaskState::Submitted {
-                door.session
-                    .trace_canceled_in_queue(&crate::ids::TaskId::from_wire(&req.id));
-            }
-            Ok(Answer::Result(task, None))
-        }
+    match door.session.cancel(&req.id, &viewer).await {
+        Ok((task, _)) => Ok(Answer::Result(task, None)),
         Err(CancelRefusal::NotFound) => Err(RpcError::TaskNotFound(req.id)),
         Err(CancelRefusal::NotCancelable(state)) => Err(RpcError::TaskNotCancelable(req.id, state)),
     }

@@ -9,7 +9,7 @@ use crate::door::error::RpcError;
 use crate::door::message::{self, Incoming};
 use crate::door::{Answer, Door};
 use crate::tasks::{Admission, ReplyRefusal, TaskInput, Viewer};
-use crate::trace::{Origin, TraceEvent};
+use crate::trace::Origin;
 
 pub fn parse(door: &Door, params: &Map<String, Value>) -> Result<Incoming, RpcError> {
     message::read(params, &door.session.manifest)
@@ -65,16 +65,14 @@ fn admit_task(
         reference_task_ids: msg.reference_task_ids.clone(),
         forget_session: msg.forget_session,
     };
-    match registry.admit(msg.context_id.clone(), viewer.as_owner(), input) {
-        Admission::Accepted(id, task) => {
-            door.session.trace.event(TraceEvent::A2aTaskReceived {
-                task_id: id.clone(),
-                context_id: task["contextId"].as_str().unwrap_or_default().to_owned(),
-                message_id: Some(msg.message_id.clone()),
-                origin: Origin::Client,
-            });
-            Ok((id, task))
-        }
+    let admission = door.session.admit(
+        msg.context_id.clone(),
+        viewer.as_owner(),
+        input,
+        Origin::Client,
+    );
+    match admission {
+        Admission::Accepted(id, task) => Ok((id, task)),
         Admission::Rejected(_, task) => Err(task),
     }
 }
