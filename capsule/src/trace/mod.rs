@@ -36,7 +36,7 @@ pub const FILE_NAME: &str = "trace.jsonl";
 
 /// How many records may wait for the writer. A task writes about eight, so this holds the
 /// records of hundreds of tasks: only a disk stalled for a long while fills it. Each record is a
-/// few hundred bytes, so a full queue is about a megabyte.
+/// few hundred bytes, so a full queue holds a megabyte or two.
 pub const QUEUE_BOUND: usize = 4096;
 
 /// The longest a barrier waits for the writer. A stalled disk delays a task's release or the
