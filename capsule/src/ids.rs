@@ -32,6 +32,13 @@ macro_rules! id_type {
                 f.write_str(&self.0)
             }
         }
+
+        /// An id goes on the wire (and in the trace) as its plain string.
+        impl serde::Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(&self.0)
+            }
+        }
     };
 }
 

@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 use tokio::signal::unix::{signal, SignalKind};
 
 use crate::agent;
@@ -21,7 +20,7 @@ use crate::process::{self, Containment};
 use crate::session::Session;
 use crate::stream::EventLog;
 use crate::tasks::{Admission, Owner, Registry, TaskInput, TaskState, Viewer};
-use crate::trace::Trace;
+use crate::trace::{Origin, Trace, TraceEvent};
 
 /// What the supervisor hands a capsule process (as JSON in `MURMUR_CAPSULE_CONFIG`).
 #[derive(Serialize, Deserialize, Debug, Clone)]
@@ -157,18 +156,15 @@ async fn run(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
         config.records_dir.clone(),
         config.mur_exe.clone(),
     ));
-    session.trace.event(
-        "session_start",
-        json!({
-            "capsule": session.manifest.name,
-            "version": session.manifest.version,
-            "pid": std::process::id(),
-            "url": session.url,
-            "workdir": session.workdir,
-            "manifest": session.manifest.path,
-            "containment": containment.as_ref().map(|c| c.mode.word()),
-        }),
-    );
+    session.trace.event(TraceEvent::SessionStart {
+        capsule: session.manifest.name.clone(),
+        version: session.manifest.version.clone(),
+        pid: std::process::id(),
+        url: session.url.clone(),
+        workdir: session.workdir.clone(),
+        manifest: session.manifest.path.clone(),
+        containment: containment.as_ref().map(|c| c.mode),
+    });
     let launch = config
         .launch
         .as_ref()
@@ -191,11 +187,7 @@ async fn run(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
 
     wait_for_end(&session).await;
     // Live tasks are canceled (their harnesses interrupted) before the door closes.
-    for (id, was) in session.registry.cancel_all() {
-        if was == TaskState::Submitted {
-            session.trace_canceled_in_queue(&id);
-        }
-    }
+    session.cancel_all().await;
     let _ = session.shutdown.send(true);
     let _ = serving.await;
     if let Some(worker) = worker {
@@ -205,10 +197,11 @@ async fn run(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
     let status = launch
         .as_ref()
         .and_then(|id| session.registry.state_of(id.as_str(), &Viewer::Everyone));
-    session.trace.event(
-        "session_end",
-        json!({"launch_task_state": status.map(|s| s.word())}),
-    );
+    session.trace.event(TraceEvent::SessionEnd {
+        launch_task_state: status,
+    });
+    // The process exits next: everything queued, session_end last, goes to the file first.
+    session.trace.close().await;
     match status {
         None | Some(TaskState::Completed) => exit::OK,
         Some(_) => exit::TASK_NOT_COMPLETED,
@@ -232,18 +225,13 @@ fn admit_launch(session: &Session, launch: &LaunchTask) -> Option<crate::ids::Ta
         reference_task_ids: vec![],
         forget_session: launch.forget_session,
     };
-    match session
-        .registry
-        .admit(launch.context_id.clone(), Owner::Session, input)
-    {
-        Admission::Accepted(id, task) => {
-            session.trace.event(
-                "a2a_task_received",
-                json!({"task_id": id.as_str(), "context_id": task["contextId"], "origin": "launch"}),
-            );
-            Some(id)
-        }
-        Admission::Rejected(id, _) => Some(id),
+    match session.admit(
+        launch.context_id.clone(),
+        Owner::Session,
+        input,
+        Origin::Launch,
+    ) {
+        Admission::Accepted(id, _) | Admission::Rejected(id, _) => Some(id),
     }
 }
 

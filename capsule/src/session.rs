@@ -6,15 +6,17 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use rand::RngCore;
-use serde_json::json;
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
 use crate::ids::{SessionId, TaskId};
 use crate::manifest::Manifest;
 use crate::stream::EventLog;
-use crate::tasks::{Registry, Residue};
-use crate::trace::Trace;
+use crate::tasks::{
+    Admission, CancelRefusal, Owner, Registry, Residue, TaskInput, TaskState, Viewer,
+};
+use crate::trace::{EndStatus, Origin, Trace, TraceEvent};
 
 pub struct Session {
     pub id: SessionId,
@@ -103,19 +105,6 @@ impl Session {
         let _ = rx.wait_for(|down| *down).await.map(|_| ());
     }
 
-    /// Traces the end of a task canceled while it waited in the queue: no worker ran it, so
-    /// no worker will tell its ending.
-    pub fn trace_canceled_in_queue(&self, task: &TaskId) {
-        self.trace.event(
-            "task_canceled",
-            json!({"task_id": task.as_str(), "interrupted": "queue", "in_flight": []}),
-        );
-        self.trace.event(
-            "task_end",
-            json!({"task_id": task.as_str(), "status": "canceled", "exit_status": "canceled"}),
-        );
-    }
-
     pub fn harness_session(&self, context: &str) -> Option<String> {
         self.harness_sessions
             .lock()
@@ -133,5 +122,215 @@ impl Session {
             Some(s) => map.insert(context.to_owned(), s),
             None => map.remove(context),
         }
+    }
+}
+
+/// A task's way in and its way out by cancel, each with its trace records. Every caller (the
+/// door's methods, the launch, the shutdown) goes through here, so no path admits a task
+/// without its `a2a_task_received` or cancels a queued one without its `task_end`.
+impl Session {
+    /// Takes a new task, or answers it rejected (busy or closing). An accepted task is traced
+    /// as received; a rejected one never started, so it leaves no record.
+    pub fn admit(
+        &self,
+        context_id: Option<String>,
+        owner: Owner,
+        input: TaskInput,
+        origin: Origin,
+    ) -> Admission {
+        // The launch's message id is one the runtime minted, not one a client sent.
+        let message_id = match origin {
+            Origin::Client => Some(input.message_id.clone()),
+            Origin::Launch => None,
+        };
+        let admission = self.registry.admit(context_id, owner, input);
+        if let Admission::Accepted(id, task) = &admission {
+            self.trace.event(TraceEvent::A2aTaskReceived {
+                task_id: id.clone(),
+                context_id: task["contextId"].as_str().unwrap_or_default().to_owned(),
+                message_id,
+                origin,
+            });
+        }
+        admission
+    }
+
+    /// CancelTask: a live task the viewer sees moves to TASK_STATE_CANCELED. Answers the task
+    /// and the state it was in.
+    pub async fn cancel(
+        &self,
+        id: &str,
+        viewer: &Viewer,
+    ) -> Result<(Value, TaskState), CancelRefusal> {
+        let (task, was) = self.registry.cancel(id, viewer)?;
+        if was == TaskState::Submitted {
+            self.end_in_queue(&[TaskId::from_wire(id)]).await;
+        }
+        Ok((task, was))
+    }
+
+    /// Cancels every live task (StopSession, shutdown), answering their ids sorted, each with
+    /// the state it was in.
+    pub async fn cancel_all(&self) -> Vec<(TaskId, TaskState)> {
+        let canceled = self.registry.cancel_all();
+        let queued: Vec<TaskId> = canceled
+            .iter()
+            .filter(|(_, was)| *was == TaskState::Submitted)
+            .map(|(id, _)| id.clone())
+            .collect();
+        self.end_in_queue(&queued).await;
+        canceled
+    }
+
+    /// Traces the end of tasks canceled while they waited in the queue (no worker ran them, so
+    /// no worker will tell their ending), and waits until it is on file, as the worker does
+    /// for the tasks it ends: whoever is answered the cancel finds the task_end.
+    async fn end_in_queue(&self, tasks: &[TaskId]) {
+        if tasks.is_empty() {
+            return;
+        }
+        for task in tasks {
+            self.trace
+                .event(TraceEvent::canceled_in_queue(task.clone()));
+            self.trace.event(TraceEvent::task_end(
+                task.clone(),
+                EndStatus::Canceled,
+                None,
+            ));
+        }
+        self.trace.flush().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The records each way in and out leaves, read as soon as the call returns.
+
+    use std::path::Path;
+
+    use serde_json::Value;
+
+    use super::*;
+    use crate::trace::tests::Shared;
+
+    const MANIFEST: &str = "\
+name: owner-test
+version: \"0.1.0\"
+artifacts:
+  - name: murmur/driver-anthropic
+    runtime: driver
+    gateway: { endpoint: https://api.anthropic.com, api_key: sk-test }
+inference:
+  model: claude-sonnet-5
+";
+
+    /// A session with room for one running task and one queued, tracing into `sink`.
+    fn session(sink: &Shared) -> Session {
+        let manifest =
+            crate::manifest::load_str(MANIFEST, Path::new("owner/murmur.yaml"), &|_| None).unwrap();
+        let id = SessionId::from_wire("ses_owner");
+        let trace = Trace::to_sink(sink.clone(), id.clone(), 64).unwrap();
+        Session::new(
+            id,
+            manifest,
+            Registry::new(2),
+            Arc::new(EventLog::default()),
+            trace,
+            "http://localhost:1".into(),
+            PathBuf::from("/tmp"),
+            PathBuf::from("/tmp"),
+            PathBuf::from("/bin/true"),
+        )
+    }
+
+    fn input(message_id: &str) -> TaskInput {
+        TaskInput {
+            text: "hello".into(),
+            message_id: message_id.into(),
+            ..TaskInput::default()
+        }
+    }
+
+    fn admitted(admission: Admission) -> TaskId {
+        match admission {
+            Admission::Accepted(id, _) => id,
+            Admission::Rejected(..) => panic!("rejected"),
+        }
+    }
+
+    /// `(event_type, task_id)` of every record so far.
+    fn records(sink: &Shared) -> Vec<(String, String)> {
+        sink.records()
+            .iter()
+            .map(|r| {
+                let s = |k: &str| r[k].as_str().unwrap_or_default().to_owned();
+                (s("event_type"), s("task_id"))
+            })
+            .collect()
+    }
+
+    fn of<'a>(kind: &'a str, id: &'a TaskId) -> (String, String) {
+        (kind.to_owned(), id.to_string())
+    }
+
+    #[tokio::test]
+    async fn admission_traces_what_it_accepts_and_nothing_it_rejects() {
+        let sink = Shared::default();
+        let s = session(&sink);
+        let client = admitted(s.admit(None, Owner::Session, input("m1"), Origin::Client));
+        let launch = admitted(s.admit(None, Owner::Session, input("m2"), Origin::Launch));
+        let busy = s.admit(None, Owner::Session, input("m3"), Origin::Client);
+        assert!(matches!(busy, Admission::Rejected(..)));
+        s.trace.flush().await;
+        let all = sink.records();
+        assert_eq!(all.len(), 2, "{all:?}");
+        assert_eq!(all[0]["task_id"], client.as_str());
+        assert_eq!(all[0]["message_id"], "m1");
+        assert_eq!(all[0]["origin"], "client");
+        assert!(all[0]["context_id"].as_str().unwrap().starts_with("ctx_"));
+        assert_eq!(all[1]["task_id"], launch.as_str());
+        assert_eq!(all[1].get("message_id"), None::<&Value>);
+        assert_eq!(all[1]["origin"], "launch");
+    }
+
+    #[tokio::test]
+    async fn a_task_canceled_in_the_queue_has_its_end_on_file_when_the_cancel_returns() {
+        let sink = Shared::default();
+        let s = session(&sink);
+        let queued = admitted(s.admit(None, Owner::Session, input("m1"), Origin::Client));
+        let Ok((task, was)) = s.cancel(queued.as_str(), &Viewer::Everyone).await else {
+            panic!("the queued task was not canceled");
+        };
+        assert_eq!(was, TaskState::Submitted);
+        assert_eq!(task["status"]["state"], "TASK_STATE_CANCELED");
+        assert_eq!(
+            records(&sink)[1..],
+            [of("task_canceled", &queued), of("task_end", &queued)]
+        );
+    }
+
+    #[tokio::test]
+    async fn cancel_all_ends_queued_tasks_and_leaves_running_ones_to_the_worker() {
+        let sink = Shared::default();
+        let s = session(&sink);
+        let running = admitted(s.admit(None, Owner::Session, input("m1"), Origin::Client));
+        let queued = admitted(s.admit(None, Owner::Session, input("m2"), Origin::Client));
+        let started = s.registry.next().await.unwrap();
+        assert_eq!(started.id, running);
+        let canceled = s.cancel_all().await;
+        let mut ids: Vec<&TaskId> = canceled.iter().map(|(id, _)| id).collect();
+        let mut both = vec![&running, &queued];
+        ids.sort();
+        both.sort();
+        assert_eq!(ids, both);
+        assert_eq!(
+            records(&sink)[2..],
+            [of("task_canceled", &queued), of("task_end", &queued)],
+            "the worker traces the running task's end once its harness stops"
+        );
+        assert!(
+            s.cancel_all().await.is_empty(),
+            "a second call cancels nothing"
+        );
     }
 }

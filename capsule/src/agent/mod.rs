@@ -8,8 +8,6 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::Instant;
 
-use serde_json::json;
-
 pub use guide::write_guide;
 
 use crate::harness::{self, Attempt, Driver, Ending};
@@ -18,6 +16,7 @@ use crate::manifest::AfterTask;
 use crate::process::Containment;
 use crate::session::Session;
 use crate::tasks::{Outcome, Started};
+use crate::trace::{EndStatus, Ran, RequestedBy, TraceEvent};
 
 const KILLED: &str = "task canceled; the harness was killed and its session may not resume cleanly";
 
@@ -74,22 +73,20 @@ async fn run_harness(
         canceled,
     } = task;
     let began = Instant::now();
-    session.trace.event(
-        "task_start",
-        json!({
-            "task_id": id.as_str(),
-            "context_id": context_id,
-            "message_id": input.message_id,
-            "reference_task_ids": input.reference_task_ids,
-            "attachments": [],
-        }),
-    );
+    session.trace.event(TraceEvent::TaskStart {
+        task_id: id.clone(),
+        context_id: context_id.clone(),
+        message_id: input.message_id.clone(),
+        reference_task_ids: input.reference_task_ids.clone(),
+        attachments: Vec::new(),
+    });
     if input.forget_session {
         if let Some(dropped) = session.set_harness_session(&context_id, None) {
-            session.trace.event(
-                "harness_session_forgotten",
-                json!({"context_id": context_id, "harness_session": dropped, "requested_by": "a2a"}),
-            );
+            session.trace.event(TraceEvent::HarnessSessionForgotten {
+                context_id: context_id.clone(),
+                harness_session: dropped,
+                requested_by: RequestedBy::A2a,
+            });
         }
     }
     let resume = driver
@@ -111,27 +108,26 @@ async fn run_harness(
     session.revoke_task_tokens(&id);
     let (outcome, turns) = judge(session, &id, &context_id, ending);
     let (status, cause) = match &outcome {
-        Outcome::Completed(_) => ("completed", None),
-        Outcome::Failed(why) => ("failed", Some(why.clone())),
-        Outcome::CanceledEnded(_) => ("canceled", None),
+        Outcome::Completed(_) => (EndStatus::Completed, None),
+        Outcome::Failed(why) => (EndStatus::Failed, Some(why.clone())),
+        Outcome::CanceledEnded(_) => (EndStatus::Canceled, None),
     };
     if let Some(cause) = cause {
-        session.trace.event(
-            "task_failed",
-            json!({"task_id": id.as_str(), "cause": cause}),
-        );
+        session.trace.event(TraceEvent::TaskFailed {
+            task_id: id.clone(),
+            cause,
+        });
     }
+    let ran = Ran {
+        turns,
+        duration_ms: began.elapsed().as_millis() as u64,
+    };
+    session
+        .trace
+        .event(TraceEvent::task_end(id.clone(), status, Some(ran)));
+    // Whoever sees the task end (GetTask, a held answer, a stream) finds its task_end on file.
+    session.trace.flush().await;
     session.registry.finish(&id, outcome.clone());
-    session.trace.event(
-        "task_end",
-        json!({
-            "task_id": id.as_str(),
-            "status": status,
-            "exit_status": status,
-            "turns": turns,
-            "duration_ms": began.elapsed().as_millis() as u64,
-        }),
-    );
     outcome
 }
 
@@ -147,10 +143,9 @@ fn judge(session: &Session, id: &TaskId, context_id: &str, ending: Ending) -> (O
         Ending::SpawnFailed(why) => (Outcome::Failed(why), 0),
         Ending::Canceled { killed, transcript } => {
             let turns = keep(&transcript);
-            session.trace.event(
-                "task_canceled",
-                json!({"task_id": id.as_str(), "interrupted": "harness", "in_flight": [], "harness_killed": killed}),
-            );
+            session
+                .trace
+                .event(TraceEvent::canceled_in_harness(id.clone(), killed));
             (
                 Outcome::CanceledEnded(killed.then(|| KILLED.to_owned())),
                 turns,

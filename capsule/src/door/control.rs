@@ -8,6 +8,7 @@ use hyper::{Request, StatusCode};
 use serde_json::{json, Value};
 
 use super::{json_response, plain_error, Door, HttpResponse};
+use crate::trace::{Tool, TraceEvent};
 
 pub const PREFIX: &str = "/control/";
 pub const REQUEST_INPUT: &str = "/control/request-input";
@@ -46,10 +47,12 @@ pub async fn handle(door: &Door, req: Request<Incoming>) -> HttpResponse {
         );
     };
     let session = &door.session;
-    session.trace.event(
-        "tool_call",
-        json!({"task_id": task.as_str(), "tool": "request-input", "question": question}),
-    );
+    session.trace.event(TraceEvent::ToolCall {
+        task_id: task.clone(),
+        call: Tool::RequestInput {
+            question: question.clone(),
+        },
+    });
     let Some(waiter) = session.registry.request_input(&task, question) else {
         return plain_error(
             StatusCode::CONFLICT,

@@ -17,10 +17,12 @@ use tokio::sync::{mpsc, watch};
 
 pub use dialect::Transcript;
 
+use crate::ids::TaskId;
 use crate::manifest::{Interrupt, Manifest, OutputDialect, ProcessDriver, PromptMode};
 use crate::process::{Contained, Containment, Exit, Spec};
 use crate::session::Session;
 use crate::stream::EventLog;
+use crate::trace::{ExitCause, InterruptSent, SessionMode, TraceEvent};
 
 /// How long an interrupted harness has to end on its own.
 pub const GRACE: Duration = Duration::from_secs(10);
@@ -148,18 +150,18 @@ pub async fn run(
     };
     let pid = harness.pid;
     let started = Instant::now();
-    session.trace.event(
-        "harness_start",
-        json!({
-            "task_id": a.task_id,
-            "context_id": a.context_id,
-            "pid": pid,
-            "command": d.command.first(),
-            "session_mode": if a.resume.is_some() { "resume" } else { "new" },
-            "harness_session": a.resume,
-            "containment": containment.mode.word(),
-        }),
-    );
+    session.trace.event(TraceEvent::HarnessStart {
+        task_id: TaskId::from_wire(a.task_id),
+        context_id: a.context_id.to_owned(),
+        pid,
+        command: d.command.first().cloned(),
+        session_mode: match a.resume {
+            Some(_) => SessionMode::Resume,
+            None => SessionMode::New,
+        },
+        harness_session: a.resume.clone(),
+        containment: containment.mode,
+    });
     let prompt = (d.prompt == PromptMode::Stdin).then(|| a.prompt.to_owned());
     let stdin = StdinFeed::start(harness.stdin.take(), prompt, d.interrupt.clone());
     let (turns_tx, mut turns_rx) = watch::channel(0u32);
@@ -183,18 +185,18 @@ pub async fn run(
         .take()
         .map(|err| tokio::spawn(read_tail(err, ended.clone())));
 
-    let mut cause = "exited";
+    let mut cause = ExitCause::Exited;
     let mut killed = false;
     let exit = tokio::select! {
         _ = harness.exited() => harness.outcome().await,
         _ = signalled(&mut canceled, |c| *c) => {
-            cause = "canceled";
+            cause = ExitCause::Canceled;
             let (exit, k) = interrupt(session, d, a, &mut harness, &stdin).await;
             killed = k;
             exit
         }
         _ = signalled(&mut turns_rx, |t| *t > a.max_turns) => {
-            cause = "max_turns";
+            cause = ExitCause::MaxTurns;
             let (exit, k) = interrupt(session, d, a, &mut harness, &stdin).await;
             killed = k;
             exit
@@ -204,37 +206,27 @@ pub async fn run(
     let _ = ended_tx.send(true);
     let transcript = joined(stdout).await;
     let stderr_tail = joined(stderr).await;
-    if let Exit::NotStarted(why) = &exit {
-        trace_exit(
-            session,
-            a,
-            pid,
-            "not_started",
-            None,
-            None,
-            false,
-            started,
-            None,
-        );
-        return Ending::SpawnFailed(why.clone());
-    }
-    let (code, signal) = match exit {
-        Exit::Exited(c) => (Some(c), None),
-        Exit::Signaled(s) => (None, Some(s)),
+    let (code, signal) = match &exit {
+        Exit::Exited(c) => (Some(*c), None),
+        Exit::Signaled(s) => (None, Some(*s)),
         _ => (None, None),
     };
-    let harness_session = transcript.session.clone();
-    trace_exit(
-        session,
-        a,
+    if let Exit::NotStarted(_) = &exit {
+        cause = ExitCause::NotStarted;
+    }
+    session.trace.event(TraceEvent::HarnessExit {
+        task_id: TaskId::from_wire(a.task_id),
         pid,
         cause,
-        code,
+        exit_code: code,
         signal,
         killed,
-        started,
-        harness_session,
-    );
+        duration_ms: started.elapsed().as_millis() as u64,
+        harness_session: transcript.session.clone(),
+    });
+    if let Exit::NotStarted(why) = exit {
+        return Ending::SpawnFailed(why);
+    }
     let stderr_last_line = stderr_tail
         .lines()
         .rev()
@@ -243,8 +235,8 @@ pub async fn run(
         .trim()
         .to_owned();
     match cause {
-        "max_turns" => Ending::TurnsExhausted { transcript },
-        "canceled" => Ending::Canceled { killed, transcript },
+        ExitCause::MaxTurns => Ending::TurnsExhausted { transcript },
+        ExitCause::Canceled => Ending::Canceled { killed, transcript },
         _ => Ending::Exited {
             code,
             signal,
@@ -252,33 +244,6 @@ pub async fn run(
             stderr_last_line,
         },
     }
-}
-
-#[allow(clippy::too_many_arguments)]
-fn trace_exit(
-    session: &Session,
-    a: &Attempt<'_>,
-    pid: i32,
-    cause: &str,
-    code: Option<i32>,
-    signal: Option<i32>,
-    killed: bool,
-    started: Instant,
-    harness_session: Option<String>,
-) {
-    session.trace.event(
-        "harness_exit",
-        json!({
-            "task_id": a.task_id,
-            "pid": pid,
-            "cause": cause,
-            "exit_code": code,
-            "signal": signal,
-            "killed": killed,
-            "duration_ms": started.elapsed().as_millis() as u64,
-            "harness_session": harness_session,
-        }),
-    );
 }
 
 /// Resolves once the watched value satisfies `f`; never, if its sender goes away first.
@@ -371,26 +336,20 @@ async fn interrupt(
     harness: &mut Contained,
     stdin: &StdinFeed,
 ) -> (Exit, bool) {
-    let how = match &d.interrupt {
-        Interrupt::Sigint => {
-            harness.interrupt();
-            "sigint"
-        }
-        Interrupt::Stdin(bytes) => {
-            stdin.interrupt(bytes);
-            "stdin"
-        }
-        Interrupt::None => "none",
-    };
-    session.trace.event(
-        "harness_interrupt",
-        json!({
-            "task_id": a.task_id,
-            "pid": harness.pid,
-            "interrupt": how,
-            "grace_ms": if how == "none" { 0 } else { GRACE.as_millis() as u64 },
-        }),
-    );
+    match &d.interrupt {
+        Interrupt::Sigint => harness.interrupt(),
+        Interrupt::Stdin(bytes) => stdin.interrupt(bytes),
+        Interrupt::None => {}
+    }
+    session.trace.event(TraceEvent::HarnessInterrupt {
+        task_id: TaskId::from_wire(a.task_id),
+        pid: harness.pid,
+        interrupt: InterruptSent::from(&d.interrupt),
+        grace_ms: match d.interrupt {
+            Interrupt::None => 0,
+            _ => GRACE.as_millis() as u64,
+        },
+    });
     if d.interrupt != Interrupt::None && tokio::time::timeout(GRACE, harness.exited()).await.is_ok()
     {
         return (harness.outcome().await, false);

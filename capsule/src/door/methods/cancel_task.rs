@@ -9,7 +9,7 @@ use crate::door::error::RpcError;
 use crate::door::method::Method;
 use crate::door::{Answer, Door};
 use crate::ids::TaskId;
-use crate::tasks::{CancelRefusal, TaskState};
+use crate::tasks::CancelRefusal;
 
 pub struct CancelTask {
     pub id: String,
@@ -21,16 +21,13 @@ pub fn parse(params: &Map<String, Value>) -> Result<CancelTask, RpcError> {
     })
 }
 
-pub fn apply(door: &Door, req: &Inbound) -> Result<Answer, RpcError> {
+pub async fn apply(door: &Door, req: &Inbound) -> Result<Answer, RpcError> {
     let viewer = req.viewer();
     let req = parse(&req.params)?;
-    match door.session.registry.cancel(&req.id, &viewer) {
-        Ok((task, was)) => {
-            let id = TaskId::from_wire(&req.id);
-            if was == TaskState::Submitted {
-                door.session.trace_canceled_in_queue(&id);
-            }
+    match door.session.cancel(&req.id, &viewer).await {
+        Ok((task, _)) => {
             // What the task leaves running rides as its residue artifact; nothing, no artifact.
+            let id = TaskId::from_wire(&req.id);
             let residue = door.session.residue.of_task(&id);
             if residue.is_empty() {
                 return Ok(Answer::Result(task, None));

@@ -9,6 +9,7 @@ use crate::door::error::RpcError;
 use crate::door::message::{self, Incoming};
 use crate::door::{Answer, Door};
 use crate::tasks::{Admission, ReplyRefusal, TaskInput, Viewer};
+use crate::trace::Origin;
 
 pub fn parse(door: &Door, params: &Map<String, Value>) -> Result<Incoming, RpcError> {
     message::read(params, &door.session.manifest)
@@ -64,19 +65,14 @@ fn admit_task(
         reference_task_ids: msg.reference_task_ids.clone(),
         forget_session: msg.forget_session,
     };
-    match registry.admit(msg.context_id.clone(), viewer.as_owner(), input) {
-        Admission::Accepted(id, task) => {
-            door.session.trace.event(
-                "a2a_task_received",
-                json!({
-                    "task_id": id.as_str(),
-                    "context_id": task["contextId"],
-                    "message_id": msg.message_id,
-                    "origin": "client",
-                }),
-            );
-            Ok((id, task))
-        }
+    let admission = door.session.admit(
+        msg.context_id.clone(),
+        viewer.as_owner(),
+        input,
+        Origin::Client,
+    );
+    match admission {
+        Admission::Accepted(id, task) => Ok((id, task)),
         Admission::Rejected(_, task) => Err(task),
     }
 }

@@ -6,17 +6,11 @@ use serde_json::json;
 use crate::door::card::DOOR_URI;
 use crate::door::error::RpcError;
 use crate::door::{Answer, Door};
-use crate::tasks::TaskState;
 
 /// `params` is `{}` and is not read.
-pub fn apply(door: &Door) -> Result<Answer, RpcError> {
+pub async fn apply(door: &Door) -> Result<Answer, RpcError> {
     let session = &door.session;
-    let canceled = session.registry.cancel_all();
-    for (id, was) in &canceled {
-        if *was == TaskState::Submitted {
-            session.trace_canceled_in_queue(id);
-        }
-    }
+    let canceled = session.cancel_all().await;
     let ids: Vec<&str> = canceled.iter().map(|(id, _)| id.as_str()).collect();
     let residue = session.residue.all();
     Ok(Answer::Result(

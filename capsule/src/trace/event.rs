@@ -1,0 +1,576 @@
+//! The trace's records (DESIGN §10) as one typed enum, and the one place an event becomes its
+//! JSON line. Every caller names an event and its typed fields; none spells an `event_type` or
+//! a key, so a record cannot drift from what `mur trace show` and the tests read. No variant has
+//! a field that could hold a token.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Serialize, Serializer};
+use serde_json::Value;
+
+use crate::clock::Millis;
+use crate::ids::{SessionId, TaskId};
+use crate::manifest::Interrupt;
+use crate::process::Mode;
+use crate::tasks::TaskState;
+
+/// One trace record, without the three keys every record starts with (`event_type`,
+/// `session_id`, `timestamp`), which [`line`] adds. Each variant's fields serialise in the
+/// order they are declared here, which is the order they appear in the file.
+#[derive(Serialize, Debug, Clone, PartialEq)]
+#[serde(untagged)]
+pub enum TraceEvent {
+    SessionStart {
+        capsule: String,
+        version: String,
+        pid: u32,
+        url: String,
+        #[serde(serialize_with = "lossy_path")]
+        workdir: PathBuf,
+        #[serde(serialize_with = "lossy_path")]
+        manifest: PathBuf,
+        /// How harness attempts are contained; `null` for a door that starts no task.
+        containment: Option<Mode>,
+    },
+    SessionEnd {
+        /// The state the launch's own task ended in; `null` when the launch had none.
+        #[serde(serialize_with = "state_word")]
+        launch_task_state: Option<TaskState>,
+    },
+    A2aTaskReceived {
+        task_id: TaskId,
+        context_id: String,
+        /// The client's `messageId`; the launch's own task has none worth naming.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        message_id: Option<String>,
+        origin: Origin,
+    },
+    TaskStart {
+        task_id: TaskId,
+        context_id: String,
+        message_id: String,
+        reference_task_ids: Vec<String>,
+        /// Files handed to the agent with the task; a process capsule takes none.
+        attachments: Vec<String>,
+    },
+    TaskFailed {
+        task_id: TaskId,
+        cause: String,
+    },
+    TaskCanceled {
+        task_id: TaskId,
+        interrupted: Interrupted,
+        /// What was in flight when the loop stopped (residue items); a process capsule
+        /// leaves nothing in flight.
+        in_flight: Vec<Value>,
+        /// Only when a harness was interrupted: whether it had to be killed.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        harness_killed: Option<bool>,
+    },
+    TaskEnd {
+        task_id: TaskId,
+        status: EndStatus,
+        exit_status: EndStatus,
+        /// Absent for a task canceled before it ever ran.
+        #[serde(flatten, skip_serializing_if = "Option::is_none")]
+        ran: Option<Ran>,
+    },
+    HarnessStart {
+        task_id: TaskId,
+        context_id: String,
+        pid: i32,
+        /// The program the driver runs (its first word), never its arguments: they may carry
+        /// the guide or the prompt.
+        command: Option<String>,
+        session_mode: SessionMode,
+        harness_session: Option<String>,
+        containment: Mode,
+    },
+    HarnessInterrupt {
+        task_id: TaskId,
+        pid: i32,
+        interrupt: InterruptSent,
+        grace_ms: u64,
+    },
+    HarnessExit {
+        task_id: TaskId,
+        pid: i32,
+        cause: ExitCause,
+        exit_code: Option<i32>,
+        signal: Option<i32>,
+        killed: bool,
+        duration_ms: u64,
+        harness_session: Option<String>,
+    },
+    HarnessSessionForgotten {
+        context_id: String,
+        harness_session: String,
+        requested_by: RequestedBy,
+    },
+    ToolCall {
+        task_id: TaskId,
+        #[serde(flatten)]
+        call: Tool,
+    },
+    /// Records the queue had no room for, counted and reported once there was room again.
+    TraceRecordsLost {
+        lost: u64,
+    },
+}
+
+/// Where an accepted task came from.
+#[derive(Serialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Origin {
+    /// A SendMessage or SendStreamingMessage on the door.
+    Client,
+    /// `mur run --task`.
+    Launch,
+}
+
+/// What a cancel interrupted.
+#[derive(Serialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Interrupted {
+    /// The task was still waiting in the queue: nothing ran.
+    Queue,
+    /// A harness attempt was running.
+    Harness,
+}
+
+/// How a task ended, in murmur's words.
+#[derive(Serialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum EndStatus {
+    Completed,
+    Failed,
+    Canceled,
+}
+
+/// What a task that ran used.
+#[derive(Serialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ran {
+    pub turns: u32,
+    pub duration_ms: u64,
+}
+
+/// Whether a harness attempt starts fresh or resumes its context's harness session.
+#[derive(Serialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionMode {
+    New,
+    Resume,
+}
+
+/// The interrupt a driver sent a harness.
+#[derive(Serialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum InterruptSent {
+    Sigint,
+    Stdin,
+    /// The driver declares no interrupt: the harness is killed at once.
+    None,
+}
+
+/// Why a harness attempt ended.
+#[derive(Serialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ExitCause {
+    /// It ended on its own.
+    Exited,
+    Canceled,
+    /// It printed more turns than `inference.max_turns` allows and was stopped.
+    MaxTurns,
+    /// Its program could not be started.
+    NotStarted,
+}
+
+/// Who asked for a harness session to be dropped.
+#[derive(Serialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum RequestedBy {
+    /// The message's `forgetSession`.
+    A2a,
+}
+
+/// A helper a harness ran through its capsule, with what it asked.
+#[derive(Serialize, Debug, Clone, PartialEq)]
+#[serde(tag = "tool", rename_all = "kebab-case")]
+pub enum Tool {
+    RequestInput { question: String },
+}
+
+impl From<&Interrupt> for InterruptSent {
+    fn from(i: &Interrupt) -> Self {
+        match i {
+            Interrupt::Sigint => InterruptSent::Sigint,
+            Interrupt::Stdin(_) => InterruptSent::Stdin,
+            Interrupt::None => InterruptSent::None,
+        }
+    }
+}
+
+impl TraceEvent {
+    /// The record's `event_type`.
+    pub fn event_type(&self) -> &'static str {
+        match self {
+            TraceEvent::SessionStart { .. } => "session_start",
+            TraceEvent::SessionEnd { .. } => "session_end",
+            TraceEvent::A2aTaskReceived { .. } => "a2a_task_received",
+            TraceEvent::TaskStart { .. } => "task_start",
+            TraceEvent::TaskFailed { .. } => "task_failed",
+            TraceEvent::TaskCanceled { .. } => "task_canceled",
+            TraceEvent::TaskEnd { .. } => "task_end",
+            TraceEvent::HarnessStart { .. } => "harness_start",
+            TraceEvent::HarnessInterrupt { .. } => "harness_interrupt",
+            TraceEvent::HarnessExit { .. } => "harness_exit",
+            TraceEvent::HarnessSessionForgotten { .. } => "harness_session_forgotten",
+            TraceEvent::ToolCall { .. } => "tool_call",
+            TraceEvent::TraceRecordsLost { .. } => "trace_records_lost",
+        }
+    }
+
+    /// The end of a task; `status` and `exit_status` always agree.
+    pub fn task_end(task_id: TaskId, status: EndStatus, ran: Option<Ran>) -> TraceEvent {
+        TraceEvent::TaskEnd {
+            task_id,
+            status,
+            exit_status: status,
+            ran,
+        }
+    }
+
+    /// The cancel of a task that never left the queue.
+    pub fn canceled_in_queue(task_id: TaskId) -> TraceEvent {
+        TraceEvent::TaskCanceled {
+            task_id,
+            interrupted: Interrupted::Queue,
+            in_flight: Vec::new(),
+            harness_killed: None,
+        }
+    }
+
+    /// The cancel of a task whose harness was interrupted (and killed, when `killed`).
+    pub fn canceled_in_harness(task_id: TaskId, killed: bool) -> TraceEvent {
+        TraceEvent::TaskCanceled {
+            task_id,
+            interrupted: Interrupted::Harness,
+            in_flight: Vec::new(),
+            harness_killed: Some(killed),
+        }
+    }
+}
+
+/// The three keys every record starts with, then the event's own.
+#[derive(Serialize)]
+struct Line<'a> {
+    event_type: &'static str,
+    session_id: &'a SessionId,
+    timestamp: String,
+    #[serde(flatten)]
+    event: &'a TraceEvent,
+}
+
+/// The record as written: one JSON object and its newline. The only place a record is spelled.
+pub fn line(event: &TraceEvent, session_id: &SessionId, at: Millis) -> serde_json::Result<Vec<u8>> {
+    let mut bytes = serde_json::to_vec(&Line {
+        event_type: event.event_type(),
+        session_id,
+        timestamp: at.rfc3339(),
+        event,
+    })?;
+    bytes.push(b'\n');
+    Ok(bytes)
+}
+
+/// A path that is not UTF-8 is still recorded (lossily) rather than losing the record.
+fn lossy_path<S: Serializer>(p: &Path, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&p.to_string_lossy())
+}
+
+fn state_word<S: Serializer>(state: &Option<TaskState>, s: S) -> Result<S::Ok, S::Error> {
+    match state {
+        Some(state) => s.serialize_str(state.word()),
+        None => s.serialize_none(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Each record byte for byte as the string-built trace wrote it before the enum, so
+    //! `mur trace show`, the end-to-end tests and anyone tailing the file read the same lines.
+
+    use super::*;
+
+    const AT: Millis = Millis(1_760_346_000_123);
+    const HEAD: &str = r#""session_id":"ses_1","timestamp":"2025-10-13T09:00:00.123Z""#;
+
+    fn tsk() -> TaskId {
+        TaskId::from_wire("tsk_1")
+    }
+
+    /// Asserts `event` is written as `{"event_type":TYPE,<HEAD>,REST}` and a newline.
+    fn written(event: TraceEvent, event_type: &str, rest: &str) {
+        let bytes = line(&event, &SessionId::from_wire("ses_1"), AT).unwrap();
+        let text = String::from_utf8(bytes).unwrap();
+        let sep = if rest.is_empty() { "" } else { "," };
+        assert_eq!(
+            text,
+            format!("{{\"event_type\":\"{event_type}\",{HEAD}{sep}{rest}}}\n")
+        );
+    }
+
+    #[test]
+    fn session_start() {
+        written(
+            TraceEvent::SessionStart {
+                capsule: "worker".into(),
+                version: "0.1.0".into(),
+                pid: 42,
+                url: "http://localhost:1".into(),
+                workdir: "/w".into(),
+                manifest: "/w/murmur.yaml".into(),
+                containment: Some(Mode::Namespaces),
+            },
+            "session_start",
+            r#""capsule":"worker","version":"0.1.0","pid":42,"url":"http://localhost:1","workdir":"/w","manifest":"/w/murmur.yaml","containment":"namespaces""#,
+        );
+    }
+
+    #[test]
+    fn a_path_that_is_not_utf8_is_written_lossily() {
+        use std::os::unix::ffi::OsStrExt;
+        let odd = PathBuf::from(std::ffi::OsStr::from_bytes(b"/w/\xff"));
+        let event = TraceEvent::SessionStart {
+            capsule: "c".into(),
+            version: "1".into(),
+            pid: 1,
+            url: "u".into(),
+            workdir: odd.clone(),
+            manifest: odd,
+            containment: None,
+        };
+        let text = line(&event, &SessionId::from_wire("ses_1"), AT).unwrap();
+        assert!(String::from_utf8(text)
+            .unwrap()
+            .contains(r#""workdir":"/w/�""#));
+    }
+
+    #[test]
+    fn session_end() {
+        written(
+            TraceEvent::SessionEnd {
+                launch_task_state: Some(TaskState::Completed),
+            },
+            "session_end",
+            r#""launch_task_state":"completed""#,
+        );
+        written(
+            TraceEvent::SessionEnd {
+                launch_task_state: None,
+            },
+            "session_end",
+            r#""launch_task_state":null"#,
+        );
+    }
+
+    #[test]
+    fn a2a_task_received() {
+        written(
+            TraceEvent::A2aTaskReceived {
+                task_id: tsk(),
+                context_id: "ctx_1".into(),
+                message_id: Some("m1".into()),
+                origin: Origin::Client,
+            },
+            "a2a_task_received",
+            r#""task_id":"tsk_1","context_id":"ctx_1","message_id":"m1","origin":"client""#,
+        );
+        written(
+            TraceEvent::A2aTaskReceived {
+                task_id: tsk(),
+                context_id: "ctx_1".into(),
+                message_id: None,
+                origin: Origin::Launch,
+            },
+            "a2a_task_received",
+            r#""task_id":"tsk_1","context_id":"ctx_1","origin":"launch""#,
+        );
+    }
+
+    #[test]
+    fn task_start() {
+        written(
+            TraceEvent::TaskStart {
+                task_id: tsk(),
+                context_id: "ctx_1".into(),
+                message_id: "m1".into(),
+                reference_task_ids: vec!["tsk_0".into()],
+                attachments: Vec::new(),
+            },
+            "task_start",
+            r#""task_id":"tsk_1","context_id":"ctx_1","message_id":"m1","reference_task_ids":["tsk_0"],"attachments":[]"#,
+        );
+    }
+
+    #[test]
+    fn task_failed() {
+        written(
+            TraceEvent::TaskFailed {
+                task_id: tsk(),
+                cause: "the harness exited with status 3".into(),
+            },
+            "task_failed",
+            r#""task_id":"tsk_1","cause":"the harness exited with status 3""#,
+        );
+    }
+
+    #[test]
+    fn task_canceled() {
+        written(
+            TraceEvent::canceled_in_queue(tsk()),
+            "task_canceled",
+            r#""task_id":"tsk_1","interrupted":"queue","in_flight":[]"#,
+        );
+        written(
+            TraceEvent::canceled_in_harness(tsk(), true),
+            "task_canceled",
+            r#""task_id":"tsk_1","interrupted":"harness","in_flight":[],"harness_killed":true"#,
+        );
+    }
+
+    #[test]
+    fn task_end() {
+        let ran = Ran {
+            turns: 3,
+            duration_ms: 1500,
+        };
+        written(
+            TraceEvent::task_end(tsk(), EndStatus::Completed, Some(ran)),
+            "task_end",
+            r#""task_id":"tsk_1","status":"completed","exit_status":"completed","turns":3,"duration_ms":1500"#,
+        );
+        written(
+            TraceEvent::task_end(tsk(), EndStatus::Failed, Some(ran)),
+            "task_end",
+            r#""task_id":"tsk_1","status":"failed","exit_status":"failed","turns":3,"duration_ms":1500"#,
+        );
+        written(
+            TraceEvent::task_end(tsk(), EndStatus::Canceled, None),
+            "task_end",
+            r#""task_id":"tsk_1","status":"canceled","exit_status":"canceled""#,
+        );
+    }
+
+    #[test]
+    fn harness_start() {
+        written(
+            TraceEvent::HarnessStart {
+                task_id: tsk(),
+                context_id: "ctx_1".into(),
+                pid: 7,
+                command: Some("claude".into()),
+                session_mode: SessionMode::Resume,
+                harness_session: Some("h1".into()),
+                containment: Mode::Fallback,
+            },
+            "harness_start",
+            r#""task_id":"tsk_1","context_id":"ctx_1","pid":7,"command":"claude","session_mode":"resume","harness_session":"h1","containment":"fallback""#,
+        );
+        written(
+            TraceEvent::HarnessStart {
+                task_id: tsk(),
+                context_id: "ctx_1".into(),
+                pid: 7,
+                command: None,
+                session_mode: SessionMode::New,
+                harness_session: None,
+                containment: Mode::Namespaces,
+            },
+            "harness_start",
+            r#""task_id":"tsk_1","context_id":"ctx_1","pid":7,"command":null,"session_mode":"new","harness_session":null,"containment":"namespaces""#,
+        );
+    }
+
+    #[test]
+    fn harness_interrupt() {
+        for (how, word, grace) in [
+            (Interrupt::Sigint, "sigint", 10000),
+            (Interrupt::Stdin(b"\x03".to_vec()), "stdin", 10000),
+            (Interrupt::None, "none", 0),
+        ] {
+            written(
+                TraceEvent::HarnessInterrupt {
+                    task_id: tsk(),
+                    pid: 7,
+                    interrupt: InterruptSent::from(&how),
+                    grace_ms: grace,
+                },
+                "harness_interrupt",
+                &format!(r#""task_id":"tsk_1","pid":7,"interrupt":"{word}","grace_ms":{grace}"#),
+            );
+        }
+    }
+
+    #[test]
+    fn harness_exit() {
+        for (cause, word) in [
+            (ExitCause::Exited, "exited"),
+            (ExitCause::Canceled, "canceled"),
+            (ExitCause::MaxTurns, "max_turns"),
+        ] {
+            written(
+                TraceEvent::HarnessExit {
+                    task_id: tsk(),
+                    pid: 7,
+                    cause,
+                    exit_code: None,
+                    signal: Some(9),
+                    killed: true,
+                    duration_ms: 12,
+                    harness_session: None,
+                },
+                "harness_exit",
+                &format!(
+                    r#""task_id":"tsk_1","pid":7,"cause":"{word}","exit_code":null,"signal":9,"killed":true,"duration_ms":12,"harness_session":null"#
+                ),
+            );
+        }
+    }
+
+    #[test]
+    fn harness_session_forgotten() {
+        written(
+            TraceEvent::HarnessSessionForgotten {
+                context_id: "ctx_1".into(),
+                harness_session: "h1".into(),
+                requested_by: RequestedBy::A2a,
+            },
+            "harness_session_forgotten",
+            r#""context_id":"ctx_1","harness_session":"h1","requested_by":"a2a""#,
+        );
+    }
+
+    #[test]
+    fn tool_call() {
+        written(
+            TraceEvent::ToolCall {
+                task_id: tsk(),
+                call: Tool::RequestInput {
+                    question: "which file?".into(),
+                },
+            },
+            "tool_call",
+            r#""task_id":"tsk_1","tool":"request-input","question":"which file?""#,
+        );
+    }
+
+    #[test]
+    fn trace_records_lost() {
+        written(
+            TraceEvent::TraceRecordsLost { lost: 12 },
+            "trace_records_lost",
+            r#""lost":12"#,
+        );
+    }
+}
