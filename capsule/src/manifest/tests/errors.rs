@@ -379,6 +379,34 @@ fn e002_a_broken_env_file_is_named() {
 }
 
 #[test]
+fn e005_queue_depth_has_a_maximum() {
+    let queue = |depth: &str| {
+        with(&format!(
+            "lifecycle: {{ task_acceptance: queue, queue_depth: {depth} }}\n"
+        ))
+    };
+    let err = refused(
+        &queue("4294967295"),
+        ErrorCode::BadValue,
+        "lifecycle.queue_depth",
+        "error[E-MAN-005]: worker/murmur.yaml: lifecycle.queue_depth must be a whole number from 0 \
+         to 1000, not 4294967295\n  hint: write e.g. queue_depth: 2 (the tasks waiting behind the \
+         running one, at most 1000)",
+    );
+    assert_eq!(err.line(), Some(9));
+    refused(
+        &queue("1001"),
+        ErrorCode::BadValue,
+        "lifecycle.queue_depth",
+        "error[E-MAN-005]: worker/murmur.yaml: lifecycle.queue_depth must be a whole number from 0 \
+         to 1000, not 1001\n  hint: write e.g. queue_depth: 2 (the tasks waiting behind the \
+         running one, at most 1000)",
+    );
+    let most = parse(&queue("1000")).unwrap();
+    assert_eq!(most.lifecycle.queue_depth, 1000);
+}
+
+#[test]
 fn e010_a_manifest_over_1_mib() {
     // Padding in a comment: the text is valid YAML, only its size is wrong.
     let big = format!("{MINIMAL}# {}\n", "x".repeat(1 << 20));
