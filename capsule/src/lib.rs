@@ -1,5 +1,5 @@
 //! One capsule's runtime: the manifest, the A2A door, the task registry, the harness transport
-//! and the trace. The `mur` binary re-executes itself into [`runtime::main`]; nothing here
+//! and the trace, and the private modes of what it writes under `$MURMUR_HOME`. The `mur` binary re-executes itself into [`runtime::main`]; nothing here
 //! spawns capsules.
 
 pub mod agent;
@@ -9,6 +9,7 @@ pub mod door;
 pub mod harness;
 pub mod ids;
 pub mod manifest;
+pub mod private;
 pub mod runtime;
 pub mod session;
 pub mod stream;

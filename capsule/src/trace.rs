@@ -1,7 +1,7 @@
 //! `trace.jsonl`: one JSON object a line, each with `event_type`, `session_id` and `timestamp`,
 //! written and flushed as each event happens so a reader may tail it. No token is ever passed in.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::Write;
 use std::path::Path;
 use std::sync::Mutex;
@@ -19,13 +19,10 @@ pub struct Trace {
 }
 
 impl Trace {
-    /// Opens (appending) `trace.jsonl` in `dir`, creating the folder.
+    /// Opens (appending) `trace.jsonl` in `dir`, creating the folder; both private (0700, 0600).
     pub fn open(dir: &Path, session_id: SessionId) -> std::io::Result<Trace> {
-        std::fs::create_dir_all(dir)?;
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(dir.join("trace.jsonl"))?;
+        crate::private::create_dir_all(dir)?;
+        let file = crate::private::open(&dir.join("trace.jsonl"), true)?;
         Ok(Trace {
             session_id,
             file: Mutex::new(Some(file)),

@@ -59,6 +59,15 @@ fn check_runnable(m: &Manifest) -> CliResult<()> {
     Ok(())
 }
 
+/// The launched manifest into the records, 0600 like every record (`fs::copy` would carry the
+/// source's mode). At most the 1 MiB a manifest may be: a file grown since it was validated is
+/// refused by the capsule's own load, and must not fill the records meanwhile.
+fn copy_manifest(from: &Path, to: &Path) -> std::io::Result<()> {
+    use std::io::Read;
+    let mut source = std::fs::File::open(from)?.take(manifest::limits::MAX_BYTES);
+    std::io::copy(&mut source, &mut capsule::private::open(to, false)?).map(|_| ())
+}
+
 fn task_text(task: &str) -> CliResult<String> {
     let path = Path::new(task);
     if path.is_file() {
@@ -125,8 +134,8 @@ pub async fn run(args: RunArgs) -> CliResult<i32> {
     let workdir = workdir(args.workdir.as_deref())?;
     let session_id = SessionId::mint();
     let records_dir = records::sessions_dir(&workdir).join(session_id.as_str());
-    std::fs::create_dir_all(&records_dir)
-        .and_then(|_| std::fs::copy(&m.path, records_dir.join("manifest.yaml")).map(|_| ()))
+    capsule::private::create_dir_under(&records::home(), &records_dir)
+        .and_then(|_| copy_manifest(&m.path, &records_dir.join("manifest.yaml")))
         .map_err(|e| {
             CliError::new(
                 Code::Records,
