@@ -86,7 +86,7 @@ fn slots(m: &manifest::Manifest) -> usize {
     match m.lifecycle.task_acceptance {
         TaskAcceptance::None => 0,
         TaskAcceptance::Single => 1,
-        TaskAcceptance::Queue => 1 + m.lifecycle.queue_depth,
+        TaskAcceptance::Queue => m.lifecycle.queue_depth.saturating_add(1),
     }
 }
 

@@ -1,10 +1,10 @@
 //! `$MURMUR_HOME` (default `~/.murmur`): the records folder of every session, the
 //! running-capsule records under `run/`, and session addresses (`@N`, a 4+ character suffix,
-//! a full id, a path to a trace.jsonl).
+//! a full id, a path to a trace.jsonl). Everything written here is private: folders 0700, files
+//! 0600 (`capsule::private`).
 
 use std::fs;
 use std::io::Write;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -52,23 +52,18 @@ pub struct RunningCapsule {
     pub started_at: String,
 }
 
-/// Writes a file readable by its owner only.
+/// Writes a file readable by its owner only (0600, in a 0700 folder), whole or not at all: it is
+/// written beside its name and renamed over it, so a reader never sees half a record.
 pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {
-        fs::create_dir_all(dir)?;
+        capsule::private::create_dir_under(&home(), dir)?;
     }
     let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
     tmp_name.push(".tmp");
     let tmp = path.with_file_name(tmp_name);
-    let mut f = fs::OpenOptions::new()
-        .create(true)
-        .truncate(true)
-        .write(true)
-        .mode(0o600)
-        .open(&tmp)?;
+    let mut f = capsule::private::open(&tmp, false)?;
     f.write_all(bytes)?;
     f.sync_all()?;
-    fs::set_permissions(&tmp, fs::Permissions::from_mode(0o600))?;
     fs::rename(tmp, path)
 }
 

@@ -15,12 +15,13 @@ its answer on stdout, and exits non-zero with the reason on stderr when it fails
 Your final answer is what you print (or your result), and nothing else is needed.
 ";
 
-/// Writes the guide into the session's records folder and answers its path.
+/// Writes the guide into the session's records folder (0600, like every record) and answers its
+/// path.
 pub fn write_guide(records_dir: &Path, capsule: &str) -> std::io::Result<PathBuf> {
     let path = records_dir.join("guide.md");
-    std::fs::write(
+    crate::private::write(
         &path,
-        format!("{GUIDE}\nCapsule: {capsule}\nMembers you may call: none.\n"),
+        format!("{GUIDE}\nCapsule: {capsule}\nMembers you may call: none.\n").as_bytes(),
     )?;
     Ok(path)
 }

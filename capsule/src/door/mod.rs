@@ -50,6 +50,19 @@ pub struct Door {
     body_limit: usize,
 }
 
+/// The largest request body the door reads: room for every image a message may carry,
+/// base64-encoded, plus 1 MiB of text, within 4 MiB..=256 MiB. The manifest's numbers may be as
+/// large as u64 allows, so every step saturates instead of overflowing (a panic in debug, a
+/// wrapped, tiny limit in release).
+fn body_limit(limits: &crate::manifest::ContextLimits) -> usize {
+    let per_image = usize::try_from(limits.images_max_bytes).unwrap_or(usize::MAX);
+    let images = per_image.saturating_mul(limits.images_max_per_turn);
+    (images / 3)
+        .saturating_mul(4)
+        .saturating_add(1 << 20)
+        .clamp(4 << 20, 256 << 20)
+}
+
 /// What a method answers.
 pub enum Answer {
     /// A served result, with the A2A-Extensions header value naming what the request used.
@@ -79,9 +92,7 @@ impl Door {
         };
         let card = Bytes::from(card::build(&inputs, kind).to_string());
         let extended = authenticated.then(|| card::build(&inputs, card::CardKind::Extended));
-        // Room for every image a message may carry, base64-encoded, plus its text.
-        let images = m.context.images_max_bytes as usize * m.context.images_max_per_turn;
-        let body_limit = (images / 3 * 4 + (1 << 20)).clamp(4 << 20, 256 << 20);
+        let body_limit = body_limit(&m.context);
         Door {
             session,
             tokens,
@@ -240,4 +251,26 @@ fn plain_error(status: StatusCode, error: &str, message: &str) -> HttpResponse {
         Bytes::from(json!({"error": error, "message": message}).to_string()),
         None,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::body_limit;
+    use crate::manifest::ContextLimits;
+
+    #[test]
+    fn body_limit_saturates_on_any_manifest_numbers() {
+        let limit = |images_max_bytes, images_max_per_turn| {
+            body_limit(&ContextLimits {
+                images_max_bytes,
+                images_max_per_turn,
+            })
+        };
+        // The defaults (4 images of 5 MiB): 5242880 * 4 / 3 * 4 + 1 MiB.
+        assert_eq!(limit(5_242_880, 4), 29_010_600);
+        assert_eq!(limit(1, 0), 4 << 20);
+        assert_eq!(limit(u64::MAX, u32::MAX as usize), 256 << 20);
+        assert_eq!(limit(u64::MAX, 1), 256 << 20);
+        assert_eq!(limit(u64::MAX / 2, 3), 256 << 20);
+    }
 }

@@ -1,6 +1,7 @@
 //! Reading `artifacts`: names (built-in `murmur/` names checked against `builtin.rs`), the
 //! `gateway` of http drivers and the `process` block of process drivers, with the rules for which
-//! artifact may carry which block. Preset process drivers get their preset's definition here.
+//! artifact may carry which block. Preset process drivers get their preset's definition here;
+//! only a declared `process.command` has its relative paths resolved (`paths::resolve_command`).
 
 use crate::manifest::builtin::Builtin;
 use crate::manifest::error::{ErrorCode, ManifestError};
@@ -197,14 +198,12 @@ fn process(
     let Some(command_value) = f.get("command") else {
         return Err(r.missing(&command_path, format!("add command: {example}")));
     };
-    let mut command = r.string_list(command_value, &command_path, example)?;
-    let Some(program) = command.first_mut() else {
+    let command = r.string_list(command_value, &command_path, example)?;
+    if command.is_empty() {
         let hint = format!("name the program and its arguments, e.g. command: {example}");
         return Err(r.bad(&command_path, "a non-empty list", command_value, hint));
-    };
-    if program.contains('/') && Path::new(program.as_str()).is_relative() {
-        *program = paths::resolve(dir, program).to_string_lossy().into_owned();
     }
+    let command = paths::resolve_command(dir, command);
     let prompt = match f.get("prompt") {
         Some(v) => match r.choice(v, &f.path("prompt"), &["stdin", "arg"])? {
             0 => PromptMode::Stdin,

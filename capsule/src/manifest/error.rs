@@ -28,11 +28,17 @@ pub enum ErrorCode {
     /// E-MAN-009: a formation that cannot launch: unknown member in `calls`, no or unknown
     /// `entry`, two members on one port, a called member that does not accept peer tasks.
     Formation,
+    /// E-MAN-010: the manifest is larger than `load::MAX_MANIFEST_BYTES` (1 MiB). Refused before
+    /// it is read whole, so a huge file costs neither time nor memory.
+    TooLarge,
+    /// E-MAN-011: the manifest nests lists and mappings deeper than `depth::MAX_DEPTH` (64).
+    /// Refused by a pre-scan before the YAML parser sees it.
+    TooDeep,
 }
 
 impl ErrorCode {
     /// Every code, in numeric order.
-    pub const ALL: [ErrorCode; 9] = [
+    pub const ALL: [ErrorCode; 11] = [
         ErrorCode::Unreadable,
         ErrorCode::Syntax,
         ErrorCode::UnknownKey,
@@ -42,6 +48,8 @@ impl ErrorCode {
         ErrorCode::Driver,
         ErrorCode::Scope,
         ErrorCode::Formation,
+        ErrorCode::TooLarge,
+        ErrorCode::TooDeep,
     ];
 
     /// The printed code, e.g. `E-MAN-003`.
@@ -56,6 +64,8 @@ impl ErrorCode {
             ErrorCode::Driver => "E-MAN-007",
             ErrorCode::Scope => "E-MAN-008",
             ErrorCode::Formation => "E-MAN-009",
+            ErrorCode::TooLarge => "E-MAN-010",
+            ErrorCode::TooDeep => "E-MAN-011",
         }
     }
 
@@ -74,6 +84,8 @@ impl ErrorCode {
             }
             ErrorCode::Scope => "a credential scope is unknown or an A2A 0.3 name",
             ErrorCode::Formation => "the formation's members, calls, entry or ports do not fit",
+            ErrorCode::TooLarge => "the manifest is larger than 1 MiB",
+            ErrorCode::TooDeep => "the manifest nests lists and mappings more than 64 levels deep",
         }
     }
 }

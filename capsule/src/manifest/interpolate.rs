@@ -3,6 +3,7 @@
 //! break the document. Lookup order: process environment first, then `.env`.
 
 use crate::manifest::error::{ErrorCode, ManifestError};
+use crate::manifest::limits::{self, ReadError, Source};
 use serde_yaml::{Mapping, Value};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -118,10 +119,11 @@ pub fn env_file_for(manifest: &Path) -> PathBuf {
 /// Reads the `.env` beside `manifest`; a missing file is an empty map.
 pub fn read_env_file(manifest: &Path) -> Result<HashMap<String, String>, ManifestError> {
     let file = env_file_for(manifest);
-    match std::fs::read_to_string(&file) {
+    match limits::read(&file) {
         Ok(text) => parse_env_file(&text, &file),
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(HashMap::new()),
-        Err(err) => Err(ManifestError::new(
+        Err(ReadError::Io(err)) if err.kind() == std::io::ErrorKind::NotFound => Ok(HashMap::new()),
+        Err(ReadError::TooLarge(size)) => Err(limits::too_large(&file, size, Source::EnvFile)),
+        Err(ReadError::Io(err)) => Err(ManifestError::new(
             ErrorCode::Unreadable,
             &file,
             "",

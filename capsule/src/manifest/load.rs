@@ -1,10 +1,11 @@
-//! Turning a file into a validated document: reading it (E-MAN-001), parsing YAML (E-MAN-002 with
-//! line and column), building the variable lookup (process environment, then the `.env` beside
+//! Turning a file into a validated document: reading it (E-MAN-001; over 1 MiB E-MAN-010),
+//! checking its nesting (E-MAN-011) and parsing YAML (E-MAN-002 with line and column), building the variable lookup (process environment, then the `.env` beside
 //! the file), and dispatching to the capsule or formation validator.
 
 use crate::manifest::error::{ErrorCode, ManifestError};
 use crate::manifest::formation::{self, Formation};
 use crate::manifest::interpolate;
+use crate::manifest::limits::{self, ReadError, Source};
 use crate::manifest::model::Manifest;
 use crate::manifest::paths::absolute;
 use crate::manifest::reader::Reader;
@@ -70,9 +71,14 @@ pub fn load_document(path: &Path) -> Result<Document, ManifestError> {
     }
 }
 
-/// The file's text; E-MAN-001 when it cannot be read.
+/// The file's text; E-MAN-001 when it cannot be read, E-MAN-010 when it is over 1 MiB (found
+/// without reading it whole).
 fn read_text(path: &Path) -> Result<String, ManifestError> {
-    std::fs::read_to_string(path).map_err(|err| {
+    limits::read(path).map_err(|err| {
+        let err = match err {
+            ReadError::TooLarge(size) => return limits::too_large(path, size, Source::Manifest),
+            ReadError::Io(err) => err,
+        };
         let hint = if path.is_dir() {
             "name the murmur.yaml inside that folder".to_string()
         } else if err.kind() == std::io::ErrorKind::NotFound {
@@ -93,8 +99,14 @@ fn read_text(path: &Path) -> Result<String, ManifestError> {
 
 /// `text` as YAML; E-MAN-002 with the line and column serde_yaml reports. `${NAME}` references
 /// are kept intact even where YAML would choke on their braces (see `interpolate::protect`).
+/// Text over 1 MiB (E-MAN-010) or nested past 64 levels (E-MAN-011) never reaches the parser.
 pub fn parse_yaml(text: &str, path: &Path) -> Result<Value, ManifestError> {
+    let size = u64::try_from(text.len()).unwrap_or(u64::MAX);
+    if size > limits::MAX_BYTES {
+        return Err(limits::too_large(path, Some(size), Source::Manifest));
+    }
     let protected = interpolate::protect(text);
+    limits::check_depth(protected.as_deref().unwrap_or(text), path)?;
     let parsed = serde_yaml::from_str::<Value>(protected.as_deref().unwrap_or(text));
     let value = parsed.map_err(|err| {
         let full = err.to_string();

@@ -3,10 +3,11 @@
 //! back either a fully validated value or one `ManifestError` naming the file, the key path and
 //! the fix — so no other module re-checks manifest content.
 //!
-//! Layout: `load` (files, YAML, `.env`), `reader` (walking `serde_yaml::Value`), `keypath`,
-//! `validate` + `artifacts` + `network` + `driver` (capsule manifests), `formation`, `model` (the
-//! validated types), `builtin` (the `murmur/` artifacts), `interpolate`, `locate` (line/column),
-//! `suggest` (did-you-mean), `paths`, `error`.
+//! Layout: `load` (files, YAML, `.env`), `limits` (size and nesting, checked before parsing),
+//! `reader` (walking `serde_yaml::Value`), `keypath`, `validate` + `artifacts` + `network` +
+//! `driver` (capsule manifests), `formation`, `model` (the validated types), `builtin` (the
+//! `murmur/` artifacts), `interpolate`, `locate` (line/column), `suggest` (did-you-mean), `paths`,
+//! `error`.
 
 pub mod artifacts;
 pub mod builtin;
@@ -15,6 +16,7 @@ pub mod error;
 pub mod formation;
 pub mod interpolate;
 pub mod keypath;
+pub mod limits;
 pub mod load;
 pub mod locate;
 pub mod model;

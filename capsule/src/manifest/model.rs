@@ -84,8 +84,10 @@ pub struct Gateway {
 /// `artifacts[].process`: how to drive a harness CLI.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProcessDriver {
-    /// `command`, non-empty. A first element that contains `/` and is relative has been resolved
-    /// against the manifest's folder; a bare name is looked up on PATH at spawn.
+    /// `command`, non-empty. Relative paths have been resolved against the manifest's folder
+    /// (`paths::resolve_command`): a first element that contains `/`, and any later element
+    /// naming a file beside the manifest. A bare program name is looked up on PATH at spawn.
+    /// Presets' commands are never rewritten.
     pub command: Vec<String>,
     /// `prompt`: default `stdin`.
     pub prompt: PromptMode,

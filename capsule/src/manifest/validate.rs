@@ -29,6 +29,11 @@ pub const TOP_KEYS: [&str; 9] = [
     "context",
 ];
 
+/// The most tasks `lifecycle.queue_depth` may keep waiting behind the running one. The queue is
+/// held in memory and every waiting task holds a sender; a bound keeps a typo (or 4294967295)
+/// from promising what no capsule can serve.
+pub const MAX_QUEUE_DEPTH: u64 = 1000;
+
 /// The capsule manifest `root`, read from `r.file`; `path` is its absolute path.
 pub fn manifest(r: &Reader, root: &Value, path: PathBuf) -> Result<Manifest, ManifestError> {
     let top = KeyPath::default();
@@ -182,12 +187,11 @@ fn lifecycle(
     let depth_path = f.path("queue_depth");
     let queue_depth = match (f.get("queue_depth"), task_acceptance) {
         (Some(v), TaskAcceptance::Queue) => {
-            let n = r.number(
-                v,
-                &depth_path,
-                (0, u64::from(u32::MAX)),
-                "write queue_depth: 2",
-            )?;
+            let hint = format!(
+                "write e.g. queue_depth: 2 (the tasks waiting behind the running one, at most \
+                 {MAX_QUEUE_DEPTH})"
+            );
+            let n = r.number(v, &depth_path, (0, MAX_QUEUE_DEPTH), &hint)?;
             usize::try_from(n).unwrap_or(usize::MAX)
         }
         (Some(_), other) => {

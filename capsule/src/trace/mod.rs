@@ -17,9 +17,8 @@ pub use event::{
     TraceEvent,
 };
 
-use std::fs::{DirBuilder, File, OpenOptions, Permissions};
+use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -204,18 +203,10 @@ impl Drop for Trace {
     }
 }
 
-/// Creates `dir` (0700, and tightens it if it was there) and opens the trace file in it.
+/// Creates `dir` (0700, and tightens it if it was there) and opens the trace file in it (0600).
 fn create_private(dir: &Path) -> std::io::Result<File> {
-    DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
-    std::fs::set_permissions(dir, Permissions::from_mode(0o700))?;
-    let file = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .open(dir.join(FILE_NAME))?;
-    // `mode` applies only when the file is created; one left by an earlier run is tightened.
-    file.set_permissions(Permissions::from_mode(0o600))?;
-    Ok(file)
+    crate::private::create_dir_all(dir)?;
+    crate::private::open(&dir.join(FILE_NAME), true)
 }
 
 #[cfg(test)]

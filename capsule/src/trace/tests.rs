@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use super::*;
 use crate::ids::TaskId;
+use std::fs::Permissions;
 
 /// A sink the test can read while the writer still holds it (also for other modules' tests).
 #[derive(Clone, Default)]

@@ -2,7 +2,6 @@
 //! the launch task's answer, and stop everything cleanly on Ctrl-C or SIGTERM (DESIGN §3).
 
 use std::io::{BufRead, BufReader, Write};
-use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::sync::mpsc;
@@ -70,10 +69,7 @@ fn contain(m: &Manifest) -> CliResult<Option<Containment>> {
     let exe = std::env::current_exe().unwrap_or_default();
     // The probe hides the folder as an attempt will, so it must exist to be tried.
     let run_dir = records::run_dir();
-    let _ = std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&run_dir);
+    let _ = capsule::private::create_dir_all(&run_dir);
     Containment::detect(&exe, vec![run_dir])
         .map(Some)
         .map_err(|why| {
@@ -83,6 +79,15 @@ fn contain(m: &Manifest) -> CliResult<Option<Containment>> {
                 "unset MURMUR_CONTAINMENT (or set it to auto) to use the fallback; `mur install` says which mode is in force",
             )
         })
+}
+
+/// The launched manifest into the records, 0600 like every record (`fs::copy` would carry the
+/// source's mode). At most the 1 MiB a manifest may be: a file grown since it was validated is
+/// refused by the capsule's own load, and must not fill the records meanwhile.
+fn copy_manifest(from: &Path, to: &Path) -> std::io::Result<()> {
+    use std::io::Read;
+    let mut source = std::fs::File::open(from)?.take(manifest::limits::MAX_BYTES);
+    std::io::copy(&mut source, &mut capsule::private::open(to, false)?).map(|_| ())
 }
 
 fn task_text(task: &str) -> CliResult<String> {
@@ -152,8 +157,8 @@ pub async fn run(args: RunArgs) -> CliResult<i32> {
     let workdir = workdir(args.workdir.as_deref())?;
     let session_id = SessionId::mint();
     let records_dir = records::sessions_dir(&workdir).join(session_id.as_str());
-    std::fs::create_dir_all(&records_dir)
-        .and_then(|_| std::fs::copy(&m.path, records_dir.join("manifest.yaml")).map(|_| ()))
+    capsule::private::create_dir_under(&records::home(), &records_dir)
+        .and_then(|_| copy_manifest(&m.path, &records_dir.join("manifest.yaml")))
         .map_err(|e| {
             CliError::new(
                 Code::Records,

@@ -309,3 +309,47 @@ fn relative_paths_resolve_against_the_given_path() {
     assert_eq!(m.path, PathBuf::from("/srv/a/murmur.yaml"));
     assert_eq!(m.dir, PathBuf::from("/srv/a"));
 }
+
+#[test]
+fn command_files_beside_the_manifest_resolve_from_any_folder() {
+    let design = r#"name: w
+version: "1"
+artifacts:
+  - name: local/driver-scripted
+    runtime: driver
+    process:
+      command: ["python3", "harness.py", "--model", "notes.txt", "-q"]
+"#;
+    let root = tree(
+        "relative-command",
+        &[("w/murmur.yaml", design), ("w/harness.py", "print('hi')\n")],
+    );
+    let dir = root.join("w");
+    let m = load(&dir.join("murmur.yaml")).unwrap();
+    let command = &m
+        .driver_artifact()
+        .unwrap()
+        .process
+        .as_ref()
+        .unwrap()
+        .command;
+    // harness.py exists beside the manifest; notes.txt does not, and options never move.
+    let harness = dir.join("harness.py").to_string_lossy().into_owned();
+    assert_eq!(
+        command,
+        &["python3", &harness, "--model", "notes.txt", "-q"]
+    );
+    assert!(Path::new(&command[1]).is_absolute());
+
+    // A preset's command is the preset's, whatever files sit beside the manifest.
+    let preset = "name: w\nversion: \"1\"\nartifacts:\n  - name: murmur/driver-codex\n    \
+                  runtime: driver\n";
+    std::fs::write(dir.join("murmur.yaml"), preset).unwrap();
+    for name in ["codex", "exec", "resume"] {
+        std::fs::write(dir.join(name), "").unwrap();
+    }
+    let m = load(&dir.join("murmur.yaml")).unwrap();
+    let process = m.driver_artifact().unwrap().process.clone().unwrap();
+    assert_eq!(process, Builtin::Codex.preset().unwrap());
+    let _ = std::fs::remove_dir_all(root);
+}

@@ -377,3 +377,139 @@ fn e002_a_broken_env_file_is_named() {
     assert!(load(&root.join("w/murmur.yaml")).is_ok());
     let _ = std::fs::remove_dir_all(root);
 }
+
+#[test]
+fn e005_queue_depth_has_a_maximum() {
+    let queue = |depth: &str| {
+        with(&format!(
+            "lifecycle: {{ task_acceptance: queue, queue_depth: {depth} }}\n"
+        ))
+    };
+    let err = refused(
+        &queue("4294967295"),
+        ErrorCode::BadValue,
+        "lifecycle.queue_depth",
+        "error[E-MAN-005]: worker/murmur.yaml: lifecycle.queue_depth must be a whole number from 0 \
+         to 1000, not 4294967295\n  hint: write e.g. queue_depth: 2 (the tasks waiting behind the \
+         running one, at most 1000)",
+    );
+    assert_eq!(err.line(), Some(9));
+    refused(
+        &queue("1001"),
+        ErrorCode::BadValue,
+        "lifecycle.queue_depth",
+        "error[E-MAN-005]: worker/murmur.yaml: lifecycle.queue_depth must be a whole number from 0 \
+         to 1000, not 1001\n  hint: write e.g. queue_depth: 2 (the tasks waiting behind the \
+         running one, at most 1000)",
+    );
+    let most = parse(&queue("1000")).unwrap();
+    assert_eq!(most.lifecycle.queue_depth, 1000);
+}
+
+#[test]
+fn e010_a_manifest_over_1_mib() {
+    // Padding in a comment: the text is valid YAML, only its size is wrong.
+    let big = format!("{MINIMAL}# {}\n", "x".repeat(1 << 20));
+    let size = big.len();
+    let err = refused(
+        &big,
+        ErrorCode::TooLarge,
+        "",
+        &format!(
+            "error[E-MAN-010]: worker/murmur.yaml: is {size} bytes, more than the 1048576 bytes \
+             (1 MiB) a manifest may be\n  hint: a manifest holds settings and is a few kilobytes; \
+             keep long text (prompts, data) in files the harness reads, and check that this is \
+             the file you meant"
+        ),
+    );
+    assert_eq!(err.line(), None);
+    let exactly = format!("{MINIMAL}#{}\n", "x".repeat((1 << 20) - MINIMAL.len() - 2));
+    assert_eq!(exactly.len(), 1 << 20);
+    assert!(parse(&exactly).is_ok(), "1 MiB itself is accepted");
+}
+
+#[test]
+fn e010_files_are_refused_before_they_are_read_whole() {
+    let root = super::tree("too-large", &[("w/.env", "A=1\n")]);
+    let manifest = root.join("w/murmur.yaml");
+    // A sparse 2 GiB file: reading it would take seconds and 2 GiB of memory.
+    let file = std::fs::File::create(&manifest).unwrap();
+    file.set_len(2 << 30).unwrap();
+    let started = std::time::Instant::now();
+    let err = load(&manifest).unwrap_err();
+    assert!(started.elapsed() < std::time::Duration::from_secs(1));
+    assert_eq!(err.code(), ErrorCode::TooLarge);
+    assert_eq!(
+        err.sentence(),
+        format!(
+            "{}: is 2147483648 bytes, more than the 1048576 bytes (1 MiB) a manifest may be",
+            manifest.display()
+        )
+    );
+    // A device that never ends is cut at the limit.
+    let err = load(Path::new("/dev/zero")).unwrap_err();
+    assert_eq!(
+        err.to_string().lines().next(),
+        Some(
+            "error[E-MAN-010]: /dev/zero: is more than the 1048576 bytes (1 MiB) a manifest may be"
+        )
+    );
+    // The .env beside a manifest is bounded the same way.
+    std::fs::write(&manifest, super::MINIMAL).unwrap();
+    std::fs::File::create(root.join("w/.env"))
+        .unwrap()
+        .set_len((1 << 20) + 1)
+        .unwrap();
+    let err = load(&manifest).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "error[E-MAN-010]: {}: is 1048577 bytes, more than the 1048576 bytes (1 MiB) a .env \
+             file may be\n  hint: a .env holds KEY=VALUE settings; keep large values in files and \
+             name their paths",
+            root.join("w/.env").display()
+        )
+    );
+    let _ = std::fs::remove_dir_all(root);
+}
+
+#[test]
+fn e011_nesting_past_64_levels() {
+    let hint = "a manifest nests at most 64 levels (its own keys need 6); check for unclosed [ or \
+                {, or flatten the structure";
+    let flow = format!("{}\n", "[".repeat(100_000));
+    let started = std::time::Instant::now();
+    let err = refused(
+        &flow,
+        ErrorCode::TooDeep,
+        "",
+        &format!(
+            "error[E-MAN-011]: worker/murmur.yaml: line 1 column 65: lists and mappings are \
+             nested more than 64 levels deep\n  hint: {hint}"
+        ),
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(1));
+    assert_eq!((err.line(), err.column()), (Some(1), Some(65)));
+    // Block nesting counts too: 65 mappings, each indented under the last.
+    let block: String = (0..65)
+        .map(|i| format!("{}k{i}:\n", "  ".repeat(i)))
+        .collect();
+    refused(
+        &format!(
+            "{MINIMAL}extra:\n{}",
+            block
+                .lines()
+                .map(|l| format!("  {l}\n"))
+                .collect::<String>()
+        ),
+        ErrorCode::TooDeep,
+        "",
+        &format!(
+            "error[E-MAN-011]: worker/murmur.yaml: line 73 column 129: lists and mappings are \
+             nested more than 64 levels deep\n  hint: {hint}"
+        ),
+    );
+    // 64 levels is within the limit: the manifest then fails for what it says, not its depth.
+    let deepest = format!("{MINIMAL}extra: {}{}\n", "[".repeat(63), "]".repeat(63));
+    assert_eq!(parse(&deepest).unwrap_err().code(), ErrorCode::UnknownKey);
+}
