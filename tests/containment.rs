@@ -36,6 +36,7 @@ in_both_modes!(
     nothing_survives_kill_9_of_mur_run,
     nothing_survives_kill_9_of_the_capsule,
     nothing_survives_kill_9_of_both,
+    nothing_survives_kill_9_of_the_keeper,
     a_harness_cannot_print_mur_token,
     cancel_is_not_delayed_by_a_harness_that_never_reads_stdin,
     the_answer_survives_a_descendant_that_holds_stdout,
@@ -228,6 +229,39 @@ fn nothing_survives_kill_9_of_both(mode: &str) {
     signal(capsule, 9);
     let _ = run.child.wait();
     assert_all_gone(&home, &all, "after kill -9 of mur run and the capsule");
+}
+
+fn nothing_survives_kill_9_of_the_keeper(mode: &str) {
+    let home = Home::new();
+    let (run, all) = launch_with_a_detached_grandchild(&home, mode);
+    let capsule = capsule_pid(&run);
+    let keeper = descendants(capsule)
+        .into_iter()
+        .find(|p| cmdline(*p).contains("__contain") && parent_of(*p) == Some(capsule))
+        .expect("the keeper is the capsule's child");
+    signal(keeper, 9);
+    let attempt: Vec<u32> = all
+        .iter()
+        .copied()
+        .filter(|p| ![run.pid(), capsule].contains(p))
+        .collect();
+    assert!(wait_until(LONG, || attempt.iter().all(|p| !alive(*p))));
+    assert_eq!(descendants(capsule), Vec::<u32>::new());
+    // The capsule goes on: its next task runs.
+    let next = run.send("after the keeper was killed", false);
+    assert_eq!(
+        next["result"]["task"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
+}
+
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat[stat.rfind(')')? + 1..]
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
 }
 
 /// Runs `command` through the fixture's `@run` in a task of `run`; answers its JSON.

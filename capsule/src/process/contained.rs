@@ -51,7 +51,6 @@ pub struct Contained {
     pub stdout: Option<ChildStdout>,
     pub stderr: Option<ChildStderr>,
     status: Option<tokio::task::JoinHandle<String>>,
-    mode: Mode,
 }
 
 impl Contained {
@@ -98,7 +97,6 @@ impl Contained {
             keeper,
             pid,
             status: Some(status),
-            mode: containment.mode,
         })
     }
 
@@ -133,15 +131,16 @@ impl Contained {
         self.settle().await
     }
 
-    /// After the keeper is gone: in fallback mode anything that escaped it (its own death left
-    /// orphans with this process, a subreaper) is swept; then its report is read.
+    /// After the keeper is gone, whatever it left with this process (a subreaper) is swept: in
+    /// fallback mode the orphans of a keeper that was killed outright, in namespace mode the
+    /// namespace's init, which lands here to be reaped when its keeper dies first. Then its
+    /// report is read.
     async fn settle(&mut self) -> Exit {
-        if self.mode == Mode::Fallback {
-            let me = std::process::id() as i32;
-            let _ =
-                tokio::task::spawn_blocking(move || tree::sweep_below(me, Duration::from_secs(5)))
-                    .await;
-        }
+        let me = std::process::id() as i32;
+        let _ = tokio::task::spawn_blocking(move || {
+            tree::sweep_below(me, Duration::from_secs(5))
+        })
+        .await;
         let text = match self.status.take() {
             Some(h) => h.await.unwrap_or_default(),
             None => String::new(),
