@@ -237,7 +237,7 @@ fn nothing_survives_kill_9_of_the_keeper(mode: &str) {
     let capsule = capsule_pid(&run);
     let keeper = descendants(capsule)
         .into_iter()
-        .find(|p| cmdline(*p).contains("__contain") && parent_of(*p) == Some(capsule))
+        .find(|p| cmdline(*p).contains("__contain") && ppid(*p) == Some(capsule))
         .expect("the keeper is the capsule's child");
     signal(keeper, 9);
     let attempt: Vec<u32> = all
@@ -253,15 +253,6 @@ fn nothing_survives_kill_9_of_the_keeper(mode: &str) {
         next["result"]["task"]["status"]["state"],
         "TASK_STATE_COMPLETED"
     );
-}
-
-fn parent_of(pid: u32) -> Option<u32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat[stat.rfind(')')? + 1..]
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()
 }
 
 /// Runs `command` through the fixture's `@run` in a task of `run`; answers its JSON.

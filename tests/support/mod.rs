@@ -538,7 +538,8 @@ pub fn descendants(pid: u32) -> Vec<u32> {
     found
 }
 
-fn ppid(pid: u32) -> Option<u32> {
+/// The parent of `pid`, from /proc.
+pub fn ppid(pid: u32) -> Option<u32> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     stat[stat.rfind(')')? + 1..]
         .split_whitespace()

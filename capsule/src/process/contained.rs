@@ -137,10 +137,8 @@ impl Contained {
     /// report is read.
     async fn settle(&mut self) -> Exit {
         let me = std::process::id() as i32;
-        let _ = tokio::task::spawn_blocking(move || {
-            tree::sweep_below(me, Duration::from_secs(5))
-        })
-        .await;
+        let _ = tokio::task::spawn_blocking(move || tree::sweep_below(me, Duration::from_secs(5)))
+            .await;
         let text = match self.status.take() {
             Some(h) => h.await.unwrap_or_default(),
             None => String::new(),
