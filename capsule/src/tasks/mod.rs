@@ -8,7 +8,7 @@ mod task;
 
 pub use registry::{
     Admission, CancelRefusal, ListPage, ListQuery, Observer, Outcome, Registry, ReplyRefusal,
-    Started,
+    Retention, Started, RETAINED,
 };
 pub use state::{StateFilter, TaskState};
 pub use task::{Owner, Task, TaskInput, Viewer};
