@@ -174,6 +174,30 @@ impl HttpRefusal {
         }
     }
 
+    /// 408 for a body that did not arrive within the door's deadline.
+    pub fn body_timeout(deadline: std::time::Duration) -> Self {
+        HttpRefusal {
+            status: 408,
+            www_authenticate: None,
+            error: "request_timeout",
+            message: format!(
+                "the request body did not arrive within {} s of its headers",
+                deadline.as_secs()
+            ),
+        }
+    }
+
+    /// 400 for a body the connection failed to deliver (a length that does not match, a
+    /// broken chunked encoding, a client that left).
+    pub fn body_unreadable() -> Self {
+        HttpRefusal {
+            status: 400,
+            www_authenticate: None,
+            error: "bad_request",
+            message: "the request body could not be read to its end".into(),
+        }
+    }
+
     /// 404 for anything but a POST / with a JSON body.
     pub fn not_found() -> Self {
         HttpRefusal {
