@@ -3,6 +3,7 @@
 //! spawns capsules.
 
 pub mod agent;
+pub mod allocator;
 pub mod auth;
 pub mod clock;
 pub mod door;
