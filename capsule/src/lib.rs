@@ -10,9 +10,74 @@ pub mod door;
 pub mod harness;
 pub mod ids;
 pub mod manifest;
+pub mod refusal;
 pub mod runtime;
 pub mod session;
 pub mod stream;
 pub mod tasks;
 pub mod text;
 pub mod trace;
+
+/// The modules below the door must not reach back up: the door depends on tasks, auth and
+/// stream, never the other way, and stream is handed what it reads rather than the session.
+#[cfg(test)]
+mod layering {
+    /// Every source file below the door, with what it must not name.
+    const BELOW: [(&str, &str, &[&str]); 10] = [
+        ("auth/mod.rs", include_str!("auth/mod.rs"), &["door"]),
+        ("auth/scope.rs", include_str!("auth/scope.rs"), &["door"]),
+        (
+            "stream/mod.rs",
+            include_str!("stream/mod.rs"),
+            &["door", "session"],
+        ),
+        (
+            "stream/sse.rs",
+            include_str!("stream/sse.rs"),
+            &["door", "session"],
+        ),
+        (
+            "tasks/mod.rs",
+            include_str!("tasks/mod.rs"),
+            &["door", "session", "stream"],
+        ),
+        (
+            "tasks/registry.rs",
+            include_str!("tasks/registry.rs"),
+            &["door", "session", "stream"],
+        ),
+        (
+            "tasks/task.rs",
+            include_str!("tasks/task.rs"),
+            &["door", "session", "stream"],
+        ),
+        (
+            "tasks/state.rs",
+            include_str!("tasks/state.rs"),
+            &["door", "session", "stream"],
+        ),
+        (
+            "tasks/page_token.rs",
+            include_str!("tasks/page_token.rs"),
+            &["door", "session", "stream"],
+        ),
+        (
+            "refusal.rs",
+            include_str!("refusal.rs"),
+            &["door", "auth", "session"],
+        ),
+    ];
+
+    #[test]
+    fn nothing_below_the_door_imports_what_is_above_it() {
+        for (file, source, above) in BELOW {
+            for module in above {
+                let path = format!("crate::{module}");
+                assert!(
+                    !source.contains(&path),
+                    "{file} names {path}: move what it needs down instead"
+                );
+            }
+        }
+    }
+}

@@ -136,22 +136,12 @@ impl RpcError {
     }
 }
 
-/// A refusal at steps 2–4 and 11: an HTTP status and a plain JSON body, never an envelope.
-#[derive(Debug, Clone, PartialEq)]
-pub struct HttpRefusal {
-    pub status: u16,
-    pub www_authenticate: Option<String>,
-    pub error: &'static str,
-    pub message: String,
-}
+/// A refusal at steps 2–5 and 11, or of a body the door will not read: an HTTP status and a
+/// plain JSON body, never an envelope. The token table makes the step 2 and 11 ones.
+pub use crate::refusal::HttpRefusal;
 
+/// The refusals the door makes itself.
 impl HttpRefusal {
-    pub fn body(&self) -> Vec<u8> {
-        json!({"error": self.error, "message": self.message})
-            .to_string()
-            .into_bytes()
-    }
-
     /// 403 peer_not_accepted: byte-identical for every request it refuses.
     pub fn peer_not_accepted() -> Self {
         HttpRefusal {

@@ -16,8 +16,12 @@ use tokio::sync::watch;
 
 pub use sse::{frame_result, open, SseBody, StreamSpec};
 
-use crate::door::STREAM_URI;
 use crate::tasks::{Task, TaskState};
+
+/// The stream extension's URI: frames ride in `metadata` under it, and a request names it in
+/// A2A-Extensions to have them.
+pub const STREAM_URI: &str =
+    "https://docs.murmur.nexus/reference/streaming-protocol/#murmur-stream-v1";
 
 /// The replay buffer's length.
 pub const REPLAY: usize = 1024;

@@ -17,9 +17,8 @@ use hyper::body::Frame;
 use serde_json::{json, Value};
 use tokio::sync::{mpsc, watch};
 
-use super::{frame_metadata, Event};
+use super::{frame_metadata, Event, EventLog};
 use crate::ids::MessageId;
-use crate::session::Session;
 
 const HEARTBEAT: Duration = Duration::from_secs(15);
 /// Written events a stream may queue for its body: one, so a slow client makes its writer wait
@@ -72,12 +71,14 @@ fn is_frame(e: &Event) -> bool {
 
 pub type SseBody = http_body_util::combinators::BoxBody<Bytes, Infallible>;
 
-/// Opens the stream: the body a response carries, fed by a writer task.
-pub fn open(session: Arc<Session>, spec: StreamSpec) -> SseBody {
+/// Opens the stream on the session's event log: the body a response carries, fed by a writer
+/// task. `closing` turns true when the capsule goes down (the stream then ends with a
+/// `capsule-closed` frame).
+pub fn open(events: Arc<EventLog>, closing: watch::Receiver<bool>, spec: StreamSpec) -> SseBody {
     let (tx, rx) = mpsc::channel::<Bytes>(QUEUED);
     // Subscribed before the writer starts, so nothing recorded from now on is missed.
-    let live = session.events.subscribe();
-    tokio::spawn(write(session, spec, live, tx));
+    let live = events.subscribe();
+    tokio::spawn(write(events, closing, spec, live, tx));
     BodyExt::boxed(ChannelBody(rx))
 }
 
@@ -113,7 +114,8 @@ fn frame_chunk(request_id: &Value, name: &str, meta: Value) -> Bytes {
 }
 
 async fn write(
-    session: Arc<Session>,
+    events: Arc<EventLog>,
+    mut closing: watch::Receiver<bool>,
     spec: StreamSpec,
     mut newest: watch::Receiver<u64>,
     tx: mpsc::Sender<Bytes>,
@@ -135,14 +137,17 @@ async fn write(
     let mut last = spec.last_event_id.unwrap_or(spec.live_after);
     // Events lost before the first read are a gap in a replay; lost later, the stream lagged.
     let mut replaying = spec.last_event_id;
-    let going_down = session.going_down();
+    // The guard wait_for answers is dropped inside, so the writer stays Send.
+    let going_down = async move {
+        let _ = closing.wait_for(|down| *down).await.map(|_| ());
+    };
     tokio::pin!(going_down);
     let mut beat = tokio::time::interval(HEARTBEAT);
     beat.tick().await;
     loop {
         newest.borrow_and_update();
         loop {
-            let batch = session.events.after(last, BATCH);
+            let batch = events.after(last, BATCH);
             if batch.lost > 0 {
                 let frame = match replaying {
                     Some(after) => frame_chunk(id, "gap", json!({"frame": "gap", "after": after})),

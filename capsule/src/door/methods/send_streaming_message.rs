@@ -55,7 +55,7 @@ pub fn apply(door: &Door, req: &Inbound) -> Result<Answer, RpcError> {
         only_opening,
     };
     Ok(Answer::Stream(
-        stream::open(session.clone(), spec),
+        stream::open(session.events.clone(), session.shutdown.subscribe(), spec),
         extensions,
     ))
 }
