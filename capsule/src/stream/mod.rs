@@ -180,13 +180,10 @@ impl EventLog {
         let oldest = log.buffer.front().map_or(log.next_id, |e| e.id);
         let lost = oldest.saturating_sub(after.saturating_add(1));
         // Ids are consecutive in the buffer, so the first wanted one is found by arithmetic.
-        let skip = after.saturating_add(1).saturating_sub(oldest);
-        let events = log
-            .buffer
-            .iter()
-            .skip(usize::try_from(skip).unwrap_or(usize::MAX))
-            .take(max)
-            .cloned()
+        let first = after.saturating_add(1).saturating_sub(oldest);
+        let first = usize::try_from(first).unwrap_or(usize::MAX);
+        let events = (first..first.saturating_add(max))
+            .map_while(|i| log.buffer.get(i).cloned())
             .collect();
         Batch { lost, events }
     }

@@ -24,8 +24,9 @@ const HEARTBEAT: Duration = Duration::from_secs(15);
 /// Written events a stream may queue for its body: one, so a slow client makes its writer wait
 /// rather than the capsule hold what the client has not read.
 const QUEUED: usize = 1;
-/// Events taken from the session's buffer at a time.
-const BATCH: usize = 32;
+/// Events taken from the session's buffer at a time: one, so a stream waiting on a slow client
+/// keeps alive at most the one event it is writing, whatever the buffer has let go of since.
+const BATCH: usize = 1;
 
 /// What one stream carries.
 pub struct StreamSpec {
