@@ -4,6 +4,7 @@
 //! spawns capsules.
 
 pub mod agent;
+pub mod allocator;
 pub mod auth;
 pub mod clock;
 pub mod door;
@@ -12,9 +13,113 @@ pub mod ids;
 pub mod manifest;
 pub mod private;
 pub mod process;
+pub mod refusal;
 pub mod runtime;
 pub mod session;
 pub mod stream;
 pub mod tasks;
 pub mod text;
 pub mod trace;
+
+/// The modules below the door must not reach back up: the door depends on tasks, auth and
+/// stream, never the other way, and stream is handed what it reads rather than the session.
+#[cfg(test)]
+mod layering {
+    /// Every source file below the door, with what it must not name.
+    const BELOW: [(&str, &str, &[&str]); 17] = [
+        ("auth/mod.rs", include_str!("auth/mod.rs"), &["door"]),
+        ("auth/scope.rs", include_str!("auth/scope.rs"), &["door"]),
+        (
+            "stream/mod.rs",
+            include_str!("stream/mod.rs"),
+            &["door", "session"],
+        ),
+        (
+            "stream/sse.rs",
+            include_str!("stream/sse.rs"),
+            &["door", "session"],
+        ),
+        (
+            "tasks/mod.rs",
+            include_str!("tasks/mod.rs"),
+            &["door", "session", "stream"],
+        ),
+        (
+            "tasks/registry.rs",
+            include_str!("tasks/registry.rs"),
+            &["door", "session", "stream"],
+        ),
+        (
+            "tasks/task.rs",
+            include_str!("tasks/task.rs"),
+            &["door", "session", "stream"],
+        ),
+        (
+            "tasks/state.rs",
+            include_str!("tasks/state.rs"),
+            &["door", "session", "stream"],
+        ),
+        (
+            "tasks/page_token.rs",
+            include_str!("tasks/page_token.rs"),
+            &["door", "session", "stream"],
+        ),
+        (
+            "tasks/residue.rs",
+            include_str!("tasks/residue.rs"),
+            &["door", "session", "stream"],
+        ),
+        (
+            "refusal.rs",
+            include_str!("refusal.rs"),
+            &["door", "auth", "session"],
+        ),
+        (
+            "process/mod.rs",
+            include_str!("process/mod.rs"),
+            PROCESS_ABOVE,
+        ),
+        (
+            "process/tree.rs",
+            include_str!("process/tree.rs"),
+            PROCESS_ABOVE,
+        ),
+        (
+            "process/setup.rs",
+            include_str!("process/setup.rs"),
+            PROCESS_ABOVE,
+        ),
+        (
+            "process/keeper.rs",
+            include_str!("process/keeper.rs"),
+            PROCESS_ABOVE,
+        ),
+        (
+            "process/contained.rs",
+            include_str!("process/contained.rs"),
+            PROCESS_ABOVE,
+        ),
+        (
+            "process/containment.rs",
+            include_str!("process/containment.rs"),
+            PROCESS_ABOVE,
+        ),
+    ];
+    /// Processes are started and ended for everything above, and know nothing of it.
+    const PROCESS_ABOVE: &[&str] = &[
+        "door", "session", "harness", "agent", "tasks", "stream", "auth", "trace", "runtime",
+    ];
+
+    #[test]
+    fn nothing_below_the_door_imports_what_is_above_it() {
+        for (file, source, above) in BELOW {
+            for module in above {
+                let path = format!("crate::{module}");
+                assert!(
+                    !source.contains(&path),
+                    "{file} names {path}: move what it needs down instead"
+                );
+            }
+        }
+    }
+}

@@ -68,6 +68,7 @@ pub mod exit {
 
 /// Runs the capsule on `listener` until it ends; answers the process exit status.
 pub fn main(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
+    crate::allocator::give_large_frees_back();
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -818,3 +818,28 @@ pub fn quiet(run: &Launch, home: &Home) {
     });
     assert!(still, "the trace never went still: {last}");
 }
+
+/// The live children of `pid` (one level down), from /proc.
+pub fn children(pid: u32) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_string_lossy().parse::<u32>().ok())
+        .filter(|p| ppid(*p) == Some(pid))
+        .collect()
+}
+
+/// A process's resident memory (VmRSS) in kB, from /proc/<pid>/status.
+pub fn rss_kb(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()
+}

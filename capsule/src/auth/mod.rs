@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use crate::door::HttpRefusal;
+use crate::refusal::HttpRefusal;
 use crate::tasks::Viewer;
 use scope::Scope;
 

@@ -8,8 +8,8 @@ use crate::manifest::{Manifest, TaskAcceptance, Transport};
 
 pub const DOOR_URI: &str = "https://docs.murmur.nexus/reference/agent-card/#murmur-door-v1";
 pub const CAPSULE_URI: &str = "https://docs.murmur.nexus/reference/agent-card/#murmur-capsule-v1";
-pub const STREAM_URI: &str =
-    "https://docs.murmur.nexus/reference/streaming-protocol/#murmur-stream-v1";
+/// The stream extension's URI is the stream's own; the card names it.
+pub use crate::stream::STREAM_URI;
 
 const DOOR_DESCRIPTION: &str = "Every JSON-RPC method this door answers, A2A methods and murmur's own alike, the murmur ones named murmur.<Method>; whether it accepts tasks from peer capsules; and the forgetSession field a message's metadata may carry under this URI.";
 const CAPSULE_DESCRIPTION: &str = "The session answering this address and what the capsule may do. Served only to authenticated callers once the door authenticates.";

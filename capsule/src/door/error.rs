@@ -136,22 +136,12 @@ impl RpcError {
     }
 }
 
-/// A refusal at steps 2–4 and 11: an HTTP status and a plain JSON body, never an envelope.
-#[derive(Debug, Clone, PartialEq)]
-pub struct HttpRefusal {
-    pub status: u16,
-    pub www_authenticate: Option<String>,
-    pub error: &'static str,
-    pub message: String,
-}
+/// A refusal at steps 2–5 and 11, or of a body the door will not read: an HTTP status and a
+/// plain JSON body, never an envelope. The token table makes the step 2 and 11 ones.
+pub use crate::refusal::HttpRefusal;
 
+/// The refusals the door makes itself.
 impl HttpRefusal {
-    pub fn body(&self) -> Vec<u8> {
-        json!({"error": self.error, "message": self.message})
-            .to_string()
-            .into_bytes()
-    }
-
     /// 403 peer_not_accepted: byte-identical for every request it refuses.
     pub fn peer_not_accepted() -> Self {
         HttpRefusal {
@@ -171,6 +161,30 @@ impl HttpRefusal {
             message: format!(
                 "the request body is larger than this door reads ({limit} bytes); context.images sets the room images take"
             ),
+        }
+    }
+
+    /// 408 for a body that did not arrive within the door's deadline.
+    pub fn body_timeout(deadline: std::time::Duration) -> Self {
+        HttpRefusal {
+            status: 408,
+            www_authenticate: None,
+            error: "request_timeout",
+            message: format!(
+                "the request body did not arrive within {} s of its headers",
+                deadline.as_secs()
+            ),
+        }
+    }
+
+    /// 400 for a body the connection failed to deliver (a length that does not match, a
+    /// broken chunked encoding, a client that left).
+    pub fn body_unreadable() -> Self {
+        HttpRefusal {
+            status: 400,
+            www_authenticate: None,
+            error: "bad_request",
+            message: "the request body could not be read to its end".into(),
         }
     }
 

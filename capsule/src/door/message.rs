@@ -186,11 +186,12 @@ pub fn read(params: &Map<String, Value>, manifest: &Manifest) -> Result<Incoming
     // 11. Image parts, in order.
     out.images = read_images(&parts, &out, manifest)?;
 
-    out.text = parts
+    // Joined into one buffer sized once: the text is copied out of the request exactly once.
+    let rendered: Vec<_> = parts
         .iter()
         .filter_map(|(part, _)| parts::render(part))
-        .collect::<Vec<_>>()
-        .join("\n");
+        .collect();
+    out.text = rendered.join("\n");
     Ok(out)
 }
 

@@ -1,6 +1,7 @@
 //! The capsule's door: a hyper HTTP/1.1 server answering the agent card, the harness helpers'
 //! control surface, and JSON-RPC on POST / after the ordered checks of [`check`].
 
+mod body;
 mod card;
 mod check;
 mod control;
@@ -16,7 +17,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::combinators::BoxBody;
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, CONTENT_TYPE, WWW_AUTHENTICATE};
 use hyper::server::conn::http1;
@@ -37,6 +38,11 @@ use error::{Refusal, RpcError};
 
 pub const CARD_PATH: &str = "/.well-known/agent-card.json";
 
+/// The most one connection buffers of what it reads before hyper parses it (headers, and body
+/// bytes on their way to [`body::BodyReader`]). A request's headers never need more; hyper
+/// answers 431 to headers that do.
+const CONNECTION_BUFFER: usize = 64 << 10;
+
 /// The door of one session.
 pub struct Door {
     pub session: Arc<Session>,
@@ -47,7 +53,7 @@ pub struct Door {
     card: Bytes,
     /// GetExtendedAgentCard's result, on an authenticated door.
     extended: Option<Value>,
-    body_limit: usize,
+    bodies: body::BodyReader,
 }
 
 /// The largest request body the door reads: room for every image a message may carry,
@@ -99,7 +105,7 @@ impl Door {
             methods,
             card,
             extended,
-            body_limit,
+            bodies: body::BodyReader::new(body_limit),
         }
     }
 
@@ -128,9 +134,11 @@ impl Door {
                         async move { Ok::<_, Infallible>(door.handle(req).await) }
                     });
                     // The timer arms hyper's header read timeout (30 s): a client that opens
-                    // a connection and sends nothing does not hold it forever.
+                    // a connection, or keeps one idle, and sends nothing does not hold it for
+                    // ever. The buffer bound caps what one connection's headers may take.
                     let conn = http1::Builder::new()
                         .timer(TokioTimer::new())
+                        .max_buf_size(CONNECTION_BUFFER)
                         .serve_connection(TokioIo::new(stream), service);
                     let conn = graceful.watch(conn);
                     tokio::spawn(async move {
@@ -168,11 +176,18 @@ impl Door {
         if let Err(refusal) = check::run(self, &check::BEFORE_BODY, &mut inbound) {
             return refusal_response(*refusal);
         }
-        inbound.body = match Limited::new(body, self.body_limit).collect().await {
-            Ok(collected) => collected.to_bytes(),
-            Err(_) => return http_refusal(HttpRefusal::too_large(self.body_limit)),
+        let read = match self.bodies.read(&inbound.headers, body).await {
+            Ok(read) => read,
+            Err(refusal) => return http_refusal(refusal),
         };
-        if let Err(refusal) = check::run(self, &check::AFTER_BODY, &mut inbound) {
+        inbound.body = read.bytes;
+        let checked = check::run(self, &check::AFTER_BODY, &mut inbound);
+        // Parsed: the body's bytes are done with, and so is its share of the body budget. What
+        // was parsed from it lives on only while this request is handled, on one of the
+        // runtime's two threads, or while a held request waits on its task (one per slot).
+        inbound.body = Bytes::new();
+        drop(read.share);
+        if let Err(refusal) = checked {
             return refusal_response(*refusal);
         }
         let answer = methods::apply(self, &inbound).await;

@@ -1,5 +1,7 @@
 //! Message parts: what each kind is, how it reads to the agent, and the image checks.
 
+use std::borrow::Cow;
+
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use serde_json::{Map, Value};
@@ -63,9 +65,10 @@ pub fn decode_base64(raw: &str) -> Option<Vec<u8>> {
 }
 
 /// How a text or data part reads to the agent; `None` for raw parts (images come after the text).
-pub fn render(part: &Map<String, Value>) -> Option<String> {
+/// A text part is borrowed, not copied: a message's text may be many megabytes.
+pub fn render(part: &Map<String, Value>) -> Option<Cow<'_, str>> {
     match kind(part)? {
-        Kind::Text => part.get("text").and_then(Value::as_str).map(str::to_owned),
+        Kind::Text => part.get("text").and_then(Value::as_str).map(Cow::Borrowed),
         Kind::Data => {
             let value = part.get("data").unwrap_or(&Value::Null);
             let body = serde_json::to_string_pretty(value).unwrap_or_else(|_| "null".into());
@@ -75,7 +78,7 @@ pub fn render(part: &Map<String, Value>) -> Option<String> {
                     label.push_str(&format!(" {attr}={}", fence_attr(v)));
                 }
             }
-            Some(fenced(&label, &body))
+            Some(Cow::Owned(fenced(&label, &body)))
         }
         Kind::Raw | Kind::Url => None,
     }

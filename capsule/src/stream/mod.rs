@@ -1,24 +1,34 @@
 //! The session's event log (DESIGN §9): every task change becomes numbered A2A stream events
-//! (artifactUpdate, statusUpdate), kept in a replay buffer of the last 1024 and broadcast to
-//! live streams. Event ids are per session and strictly increasing across tasks.
+//! (artifactUpdate, statusUpdate), kept in a replay buffer of the last 1024 events, and of at
+//! most [`REPLAY_BYTES`] between them. Event ids are per session and strictly increasing across
+//! tasks. Live streams read from the same buffer (they are woken when it grows), so an event
+//! is held once, by the buffer, however many streams follow it: a stream that falls behind
+//! what the buffer keeps is told so (a `gap` frame on a reconnect, `lagged` after) instead of
+//! making the capsule hold what it has not read.
 
 mod sse;
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde_json::{json, Value};
-use tokio::sync::broadcast;
+use tokio::sync::watch;
 
 pub use sse::{frame_result, open, SseBody, StreamSpec};
 
-use crate::door::STREAM_URI;
 use crate::tasks::{Task, TaskState};
+
+/// The stream extension's URI: frames ride in `metadata` under it, and a request names it in
+/// A2A-Extensions to have them.
+pub const STREAM_URI: &str =
+    "https://docs.murmur.nexus/reference/streaming-protocol/#murmur-stream-v1";
 
 /// The replay buffer's length.
 pub const REPLAY: usize = 1024;
-/// How far a live stream may fall behind before it gets a `lagged` frame.
-const LIVE_CAPACITY: usize = 256;
+/// What the replay buffer's events may hold between them. One event can carry a whole task
+/// response (up to 8 MiB from a harness), so 1024 of them could be 8 GiB; 32 MiB keeps the
+/// last four such answers, or the last 1024 ordinary events. The newest event is always kept.
+pub const REPLAY_BYTES: usize = 32 << 20;
 
 /// One numbered event: a StreamResponse `result`, serialised once for every stream.
 #[derive(Debug)]
@@ -31,44 +41,84 @@ pub struct Event {
     pub ends_task: bool,
 }
 
+impl Event {
+    /// What the event holds, as the replay buffer counts it.
+    fn held_bytes(&self) -> usize {
+        std::mem::size_of::<Event>() + self.task_id.capacity() + self.result.capacity()
+    }
+}
+
+/// The events after a stream's position, and how many it can no longer have.
+#[derive(Debug, Default)]
+pub struct Batch {
+    /// Events after the position that fell out of the buffer before they were read.
+    pub lost: u64,
+    pub events: Vec<Arc<Event>>,
+}
+
 struct Log {
     next_id: u64,
     buffer: VecDeque<Arc<Event>>,
+    /// The sum of the buffered events' [`Event::held_bytes`].
+    bytes: usize,
 }
 
 pub struct EventLog {
     log: Mutex<Log>,
-    live: broadcast::Sender<Arc<Event>>,
+    /// The newest event's id: live streams wait on it and then read the buffer.
+    newest: watch::Sender<u64>,
+    limits: (usize, usize),
 }
 
 impl Default for EventLog {
     fn default() -> Self {
-        EventLog {
-            log: Mutex::new(Log {
-                next_id: 1,
-                buffer: VecDeque::with_capacity(REPLAY),
-            }),
-            live: broadcast::channel(LIVE_CAPACITY).0,
-        }
+        EventLog::with_limits(REPLAY, REPLAY_BYTES)
     }
 }
 
 impl EventLog {
+    /// A log keeping at most `events` events holding at most `bytes` (see [`REPLAY`]).
+    pub fn with_limits(events: usize, bytes: usize) -> Self {
+        EventLog {
+            log: Mutex::new(Log {
+                next_id: 1,
+                buffer: VecDeque::new(),
+                bytes: 0,
+            }),
+            newest: watch::channel(0).0,
+            limits: (events.max(1), bytes),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Log> {
+        self.log.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn push(&self, task_id: &str, result: Value, ends_task: bool) {
-        let mut log = self.log.lock().unwrap_or_else(|e| e.into_inner());
+        // Serialising grows its buffer by doubling: give back the slack of an event kept for
+        // replay (a large one is its own mapping, which shrinks in place).
+        let mut result = result.to_string();
+        result.shrink_to_fit();
+        let mut log = self.lock();
         let event = Arc::new(Event {
             id: log.next_id,
             task_id: task_id.to_owned(),
-            result: result.to_string(),
+            result,
             ends_task,
         });
-        log.next_id += 1;
-        if log.buffer.len() == REPLAY {
-            log.buffer.pop_front();
+        let size = event.held_bytes();
+        let (events, bytes) = self.limits;
+        while log.buffer.len() >= events || (log.bytes + size > bytes && !log.buffer.is_empty()) {
+            if let Some(old) = log.buffer.pop_front() {
+                log.bytes -= old.held_bytes();
+            }
         }
-        log.buffer.push_back(event.clone());
-        // Sent under the log lock so live streams see events in id order.
-        let _ = self.live.send(event);
+        let id = event.id;
+        log.next_id += 1;
+        log.bytes += size;
+        log.buffer.push_back(event);
+        drop(log);
+        self.newest.send_replace(id);
     }
 
     /// Records a task change: its artifact (response or prompt) when it has one, then its status.
@@ -108,27 +158,34 @@ impl EventLog {
         self.push(task_id, result, false);
     }
 
-    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {
-        self.live.subscribe()
+    /// Wakes on every new event (it carries the newest id).
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.newest.subscribe()
     }
 
     /// The id of the newest event (0 before any).
     pub fn last_id(&self) -> u64 {
-        self.log.lock().unwrap_or_else(|e| e.into_inner()).next_id - 1
+        self.lock().next_id - 1
     }
 
-    /// The buffered events after `after`, and whether the buffer lost any of them (a gap).
-    pub fn replay_after(&self, after: u64) -> (bool, Vec<Arc<Event>>) {
-        let log = self.log.lock().unwrap_or_else(|e| e.into_inner());
-        let oldest = log.buffer.front().map(|e| e.id).unwrap_or(log.next_id);
-        let gap = after + 1 < oldest;
-        let events = log
-            .buffer
-            .iter()
-            .filter(|e| e.id > after)
-            .cloned()
+    /// What the buffered events hold between them, in bytes.
+    pub fn held_bytes(&self) -> usize {
+        self.lock().bytes
+    }
+
+    /// Up to `max` buffered events after `after`, and how many events after `after` the buffer
+    /// no longer has (a `gap` on a reconnect, `lagged` for a live stream).
+    pub fn after(&self, after: u64, max: usize) -> Batch {
+        let log = self.lock();
+        let oldest = log.buffer.front().map_or(log.next_id, |e| e.id);
+        let lost = oldest.saturating_sub(after.saturating_add(1));
+        // Ids are consecutive in the buffer, so the first wanted one is found by arithmetic.
+        let first = after.saturating_add(1).saturating_sub(oldest);
+        let first = usize::try_from(first).unwrap_or(usize::MAX);
+        let events = (first..first.saturating_add(max))
+            .map_while(|i| log.buffer.get(i).cloned())
             .collect();
-        (gap, events)
+        Batch { lost, events }
     }
 }
 
@@ -141,6 +198,10 @@ pub fn frame_metadata(meta: Value) -> Value {
 mod tests {
     use super::*;
 
+    fn ids(batch: &Batch) -> Vec<u64> {
+        batch.events.iter().map(|e| e.id).collect()
+    }
+
     #[test]
     fn replay_serves_what_the_buffer_holds_and_reports_a_gap_past_it() {
         let log = EventLog::default();
@@ -148,28 +209,59 @@ mod tests {
             log.push("tsk_x", json!({ "n": n }), false);
         }
         assert_eq!(log.last_id(), (REPLAY + 10) as u64);
-        let (gap, events) = log.replay_after(REPLAY as u64);
-        assert!(!gap);
-        assert_eq!(events.len(), 10);
-        assert_eq!(events[0].id, REPLAY as u64 + 1);
-        let (gap, events) = log.replay_after(3);
-        assert!(gap, "events 4..=10 fell out of the buffer");
-        assert_eq!(events.len(), REPLAY);
-        let (gap, _) = log.replay_after(10);
-        assert!(!gap, "the buffer starts at 11: nothing after 10 is lost");
+        let recent = log.after(REPLAY as u64, usize::MAX);
+        assert_eq!(recent.lost, 0);
+        assert_eq!(recent.events.len(), 10);
+        assert_eq!(recent.events[0].id, REPLAY as u64 + 1);
+        let old = log.after(3, usize::MAX);
+        assert_eq!(old.lost, 7, "events 4..=10 fell out of the buffer");
+        assert_eq!(old.events.len(), REPLAY);
+        assert_eq!(log.after(10, usize::MAX).lost, 0, "the buffer starts at 11");
+        assert_eq!(ids(&log.after(1030, 2)), [1031, 1032], "at most max");
+        let end = log.after(5000, usize::MAX);
+        assert_eq!(
+            (end.lost, end.events.len()),
+            (0, 0),
+            "nothing after the newest"
+        );
     }
 
     #[test]
-    fn a_live_subscriber_sees_events_in_order() {
+    fn the_buffer_is_bounded_by_bytes_and_keeps_the_newest_event() {
+        let big = "r".repeat(100 << 10);
+        let log = EventLog::with_limits(REPLAY, 1 << 20);
+        for _ in 0..30 {
+            log.push("tsk_x", json!({ "artifact": big }), false);
+            assert!(log.held_bytes() <= 1 << 20, "{}", log.held_bytes());
+        }
+        let kept = log.after(0, usize::MAX);
+        assert!(
+            (8..=10).contains(&kept.events.len()),
+            "1 MiB holds about ten 100 KiB events, not {}",
+            kept.events.len()
+        );
+        assert_eq!(kept.events.last().map(|e| e.id), Some(30));
+        assert_eq!(kept.lost, 30 - kept.events.len() as u64, "a gap past them");
+        // An event larger than the whole bound still replaces everything before it.
+        log.push("tsk_x", json!({ "artifact": "r".repeat(2 << 20) }), true);
+        let last = log.after(0, usize::MAX);
+        assert_eq!(ids(&last), [31]);
+        assert!(last.events[0].ends_task);
+        // Small events fill in behind it once it is pushed out.
+        log.push("tsk_x", json!(1), false);
+        assert_eq!(ids(&log.after(0, usize::MAX)), [32]);
+    }
+
+    #[test]
+    fn a_subscriber_is_woken_with_the_newest_id() {
         let log = EventLog::default();
         let mut rx = log.subscribe();
         log.push("a", json!(1), false);
         log.push("b", json!(2), true);
-        assert_eq!(rx.try_recv().map(|e| e.id).ok(), Some(1));
-        let second = rx.try_recv().ok();
-        assert_eq!(
-            second.as_ref().map(|e| (e.id, e.ends_task)),
-            Some((2, true))
-        );
+        assert_eq!(rx.has_changed().ok(), Some(true));
+        assert_eq!(*rx.borrow_and_update(), 2);
+        let batch = log.after(0, usize::MAX);
+        let read: Vec<(u64, bool)> = batch.events.iter().map(|e| (e.id, e.ends_task)).collect();
+        assert_eq!(read, [(1, false), (2, true)]);
     }
 }

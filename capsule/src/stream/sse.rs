@@ -1,7 +1,9 @@
 //! Writing a stream: `text/event-stream` with one `data: <JSON-RPC response>` per event, the
 //! request's id on each, `id:` lines on numbered events, replay from Last-Event-ID (a `gap`
 //! frame first when the buffer cannot supply it), a `lagged` frame for a client that fell
-//! behind, a heartbeat comment every 15 s, and a bounded buffer per stream.
+//! behind the buffer, and a heartbeat comment every 15 s. A stream holds at most two written
+//! events of its own (one queued for its body, one being written by hyper): it reads the
+//! session's buffer at its own pace and writes an event only once there is room for it.
 
 use std::convert::Infallible;
 use std::pin::Pin;
@@ -13,15 +15,18 @@ use bytes::Bytes;
 use http_body_util::BodyExt;
 use hyper::body::Frame;
 use serde_json::{json, Value};
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::{mpsc, watch};
 
-use super::{frame_metadata, Event};
+use super::{frame_metadata, Event, EventLog};
 use crate::ids::MessageId;
-use crate::session::Session;
 
 const HEARTBEAT: Duration = Duration::from_secs(15);
-/// Chunks a stream may hold for a slow client before its writer waits.
-const BUFFERED: usize = 64;
+/// Written events a stream may queue for its body: one, so a slow client makes its writer wait
+/// rather than the capsule hold what the client has not read.
+const QUEUED: usize = 1;
+/// Events taken from the session's buffer at a time: one, so a stream waiting on a slow client
+/// keeps alive at most the one event it is writing, whatever the buffer has let go of since.
+const BATCH: usize = 1;
 
 /// What one stream carries.
 pub struct StreamSpec {
@@ -67,12 +72,14 @@ fn is_frame(e: &Event) -> bool {
 
 pub type SseBody = http_body_util::combinators::BoxBody<Bytes, Infallible>;
 
-/// Opens the stream: the body a response carries, fed by a writer task.
-pub fn open(session: Arc<Session>, spec: StreamSpec) -> SseBody {
-    let (tx, rx) = mpsc::channel::<Bytes>(BUFFERED);
+/// Opens the stream on the session's event log: the body a response carries, fed by a writer
+/// task. `closing` turns true when the capsule goes down (the stream then ends with a
+/// `capsule-closed` frame).
+pub fn open(events: Arc<EventLog>, closing: watch::Receiver<bool>, spec: StreamSpec) -> SseBody {
+    let (tx, rx) = mpsc::channel::<Bytes>(QUEUED);
     // Subscribed before the writer starts, so nothing recorded from now on is missed.
-    let live = session.events.subscribe();
-    tokio::spawn(write(session, spec, live, tx));
+    let live = events.subscribe();
+    tokio::spawn(write(events, closing, spec, live, tx));
     BodyExt::boxed(ChannelBody(rx))
 }
 
@@ -91,15 +98,32 @@ impl hyper::body::Body for ChannelBody {
     }
 }
 
+/// Sends one chunk once the body has room for it; `false` when the client is gone. The chunk
+/// is made only then, so a waiting writer holds no written event.
+async fn send(tx: &mpsc::Sender<Bytes>, chunk: impl FnOnce() -> Bytes) -> bool {
+    match tx.reserve().await {
+        Ok(permit) => {
+            permit.send(chunk());
+            true
+        }
+        Err(_) => false,
+    }
+}
+
+fn frame_chunk(request_id: &Value, name: &str, meta: Value) -> Bytes {
+    data(request_id, &frame_result(name, meta).to_string(), None)
+}
+
 async fn write(
-    session: Arc<Session>,
+    events: Arc<EventLog>,
+    mut closing: watch::Receiver<bool>,
     spec: StreamSpec,
-    mut live: broadcast::Receiver<Arc<Event>>,
+    mut newest: watch::Receiver<u64>,
     tx: mpsc::Sender<Bytes>,
 ) {
     let id = &spec.request_id;
     for opening in &spec.opening {
-        if tx.send(data(id, &opening.to_string(), None)).await.is_err() {
+        if !send(&tx, || data(id, &opening.to_string(), None)).await {
             return;
         }
     }
@@ -109,57 +133,62 @@ async fn write(
     let wanted = |e: &Event| {
         spec.task.as_deref().is_none_or(|t| t == e.task_id) && (spec.frames || !is_frame(e))
     };
-    let mut last = spec.live_after;
-    if let Some(after) = spec.last_event_id {
-        let (gap, events) = session.events.replay_after(after);
-        if gap {
-            let frame = frame_result("gap", json!({"frame": "gap", "after": after}));
-            if tx.send(data(id, &frame.to_string(), None)).await.is_err() {
-                return;
-            }
-        }
-        for e in events.iter().filter(|e| wanted(e)) {
-            if tx.send(data(id, &e.result, Some(e.id))).await.is_err() {
-                return;
-            }
-            last = last.max(e.id);
-            if e.ends_task && spec.task.is_some() {
-                return;
-            }
-        }
-        last = last.max(after);
-    }
-    let going_down = session.going_down();
+    // The stream's position: a reconnect replays what the buffer holds after Last-Event-ID;
+    // otherwise it goes on from the opening snapshot.
+    let mut last = spec.last_event_id.unwrap_or(spec.live_after);
+    // Events lost before the first read are a gap in a replay; lost later, the stream lagged.
+    let mut replaying = spec.last_event_id;
+    // The guard wait_for answers is dropped inside, so the writer stays Send.
+    let going_down = async move {
+        let _ = closing.wait_for(|down| *down).await.map(|_| ());
+    };
     tokio::pin!(going_down);
     let mut beat = tokio::time::interval(HEARTBEAT);
     beat.tick().await;
     loop {
+        newest.borrow_and_update();
+        loop {
+            let batch = events.after(last, BATCH);
+            if batch.lost > 0 {
+                let frame = match replaying {
+                    Some(after) => frame_chunk(id, "gap", json!({"frame": "gap", "after": after})),
+                    None => frame_chunk(
+                        id,
+                        "lagged",
+                        json!({"frame": "lagged", "skipped": batch.lost}),
+                    ),
+                };
+                if !send(&tx, || frame).await {
+                    return;
+                }
+            }
+            replaying = None;
+            let Some(newest_read) = batch.events.last().map(|e| e.id) else {
+                break;
+            };
+            for e in batch.events.iter().filter(|e| wanted(e)) {
+                if !send(&tx, || data(id, &e.result, Some(e.id))).await {
+                    return;
+                }
+                if e.ends_task && spec.task.is_some() {
+                    return;
+                }
+            }
+            last = newest_read;
+        }
         let chunk = tokio::select! {
-            got = live.recv() => match got {
-                Ok(e) if e.id > last && wanted(&e) => {
-                    last = e.id;
-                    let chunk = data(id, &e.result, Some(e.id));
-                    if e.ends_task && spec.task.is_some() {
-                        let _ = tx.send(chunk).await;
-                        return;
-                    }
-                    chunk
-                }
-                Ok(_) => continue,
-                Err(broadcast::error::RecvError::Lagged(n)) => {
-                    let meta = json!({"frame": "lagged", "skipped": n});
-                    data(id, &frame_result("lagged", meta).to_string(), None)
-                }
-                Err(broadcast::error::RecvError::Closed) => return,
+            changed = newest.changed() => match changed {
+                Ok(()) => continue,
+                Err(_) => return,
             },
             _ = beat.tick() => Bytes::from_static(b": heartbeat\n\n"),
             _ = &mut going_down => {
                 let meta = json!({"frame": "capsule-closed"});
-                let _ = tx.send(data(id, &frame_result("capsule-closed", meta).to_string(), None)).await;
+                let _ = send(&tx, || frame_chunk(id, "capsule-closed", meta)).await;
                 return;
             }
         };
-        if tx.send(chunk).await.is_err() {
+        if !send(&tx, || chunk).await {
             return;
         }
     }

@@ -9,7 +9,7 @@ mod task;
 
 pub use registry::{
     Admission, CancelRefusal, ListPage, ListQuery, Observer, Outcome, Registry, ReplyRefusal,
-    Started,
+    Retention, Started, RETAINED,
 };
 pub use residue::{Residue, ResidueItem};
 pub use state::{StateFilter, TaskState};

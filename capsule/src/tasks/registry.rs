@@ -1,6 +1,7 @@
 //! The registry proper: admission (capacity and closing), state changes, cancel, replies to
 //! waiting tasks, and listing. Every change bumps one watch counter that held requests and the
-//! worker wait on.
+//! worker wait on. It also owns the bound on what ended tasks cost: a running byte total of
+//! every task it keeps, and the forgetting of the longest-ended tasks past [`RETAINED`].
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -78,6 +79,9 @@ pub type Observer = Arc<dyn Fn(&Task) + Send + Sync>;
 
 struct Inner {
     observer: Option<Observer>,
+    retention: Retention,
+    /// The sum of every kept task's [`Task::held`].
+    bytes: usize,
     tasks: HashMap<TaskId, Task>,
     order: BTreeMap<u64, TaskId>,
     seq: u64,
@@ -93,19 +97,33 @@ pub struct Registry {
     changes: watch::Sender<u64>,
     /// The running slot plus the tasks allowed to wait behind it; 0 starts no task.
     slots: usize,
-    retained: usize,
 }
 
-/// How many tasks the registry keeps. Past it, the task that ended longest ago is forgotten
-/// (answered -32001 from then on); live tasks are never forgotten. A bound on memory for a
-/// capsule that runs for weeks, far above what any session reads back.
-pub const RETAINED: usize = 10_000;
+/// How much the registry keeps: at most `tasks` tasks, holding at most `bytes` between them
+/// (see [`Task::held_bytes`]). Past either, the task that ended longest ago is forgotten
+/// (answered -32001 from then on). Live tasks are never forgotten, nor the task that just
+/// changed, so a held request always reads the ending it waited for.
+#[derive(Clone, Copy, Debug)]
+pub struct Retention {
+    pub tasks: usize,
+    pub bytes: usize,
+}
+
+/// The bound on a capsule that runs for weeks: far above what any session reads back, and small
+/// beside a harness's own memory. 64 MiB holds eight tasks with the largest response a harness
+/// can give (8 MiB) and still thousands of ordinary ones.
+pub const RETAINED: Retention = Retention {
+    tasks: 10_000,
+    bytes: 64 << 20,
+};
 
 pub const BUSY: &str = "task rejected: capsule is busy";
 pub const CLOSING: &str = "task rejected: the session is closing";
 
 impl Inner {
-    /// Records a change: a new timestamp and the front of the ListTasks order.
+    /// Records a change: a new timestamp, the front of the ListTasks order, and what the task
+    /// now holds in the byte total. Every change of a task goes through here, so the total
+    /// cannot drift from what the tasks hold; then the retention bound is enforced.
     fn touch(&mut self, id: &TaskId) {
         self.seq += 1;
         let seq = self.seq;
@@ -113,26 +131,35 @@ impl Inner {
             self.order.remove(&task.seq);
             task.seq = seq;
             task.changed_at = Millis::now();
+            let held = task.held_bytes();
+            self.bytes = self.bytes - task.held + held;
+            task.held = held;
             self.order.insert(seq, id.clone());
             if let Some(observe) = &self.observer {
                 observe(task);
             }
         }
+        self.forget_beyond(id);
     }
 
-    /// Forgets the tasks that ended longest ago while more than `retained` are kept.
-    fn forget_beyond(&mut self, retained: usize) {
-        while self.tasks.len() > retained {
+    /// Forgets the tasks that ended longest ago while more tasks or bytes are kept than the
+    /// retention allows; never a live task, nor `changed` (the task whose change this is).
+    fn forget_beyond(&mut self, changed: &TaskId) {
+        while self.tasks.len() > self.retention.tasks || self.bytes > self.retention.bytes {
             let oldest_ended = self
                 .order
                 .iter()
-                .find(|(_, id)| self.tasks.get(*id).is_some_and(|t| t.state.is_terminal()))
+                .find(|(_, id)| {
+                    *id != changed && self.tasks.get(*id).is_some_and(|t| t.state.is_terminal())
+                })
                 .map(|(seq, id)| (*seq, id.clone()));
             let Some((seq, id)) = oldest_ended else {
                 return;
             };
             self.order.remove(&seq);
-            self.tasks.remove(&id);
+            if let Some(task) = self.tasks.remove(&id) {
+                self.bytes -= task.held;
+            }
         }
     }
 
@@ -166,6 +193,7 @@ impl Inner {
         }
         if let Some(task) = self.tasks.get_mut(id) {
             task.prompt = None;
+            task.input = None;
         }
         self.set_state(id, TaskState::Canceled);
     }
@@ -177,11 +205,13 @@ impl Registry {
         Registry::with_retention(slots, RETAINED)
     }
 
-    /// A registry keeping at most `retained` tasks (see [`RETAINED`]).
-    pub fn with_retention(slots: usize, retained: usize) -> Self {
+    /// A registry keeping what `retention` allows (see [`RETAINED`]).
+    pub fn with_retention(slots: usize, retention: Retention) -> Self {
         Registry {
             inner: Mutex::new(Inner {
                 observer: None,
+                retention,
+                bytes: 0,
                 tasks: HashMap::new(),
                 order: BTreeMap::new(),
                 seq: 0,
@@ -192,7 +222,6 @@ impl Registry {
             }),
             changes: watch::channel(0).0,
             slots,
-            retained,
         }
     }
 
@@ -222,7 +251,13 @@ impl Registry {
         self.changes.subscribe()
     }
 
-    /// Takes a new task, or rejects it when there is no room or the session is closing.
+    /// What the kept tasks hold between them, in bytes (see [`Task::held_bytes`]).
+    pub fn held_bytes(&self) -> usize {
+        self.lock().bytes
+    }
+
+    /// Takes a new task, or rejects it when there is no room or the session is closing. A
+    /// rejected task keeps only what GetTask shows: its input is dropped here.
     pub fn admit(&self, context_id: Option<String>, owner: Owner, input: TaskInput) -> Admission {
         let id = TaskId::mint();
         let context_id = context_id.unwrap_or_else(|| ContextId::mint().to_string());
@@ -254,11 +289,11 @@ impl Registry {
                 prompt: None,
                 residue: Vec::new(),
                 murmur_metadata: Map::new(),
-                input,
+                input: refusal.is_none().then_some(input),
+                held: 0,
             },
         );
         inner.touch(&id);
-        inner.forget_beyond(self.retained);
         if refusal.is_none() {
             inner.queue.push_back(id.clone());
             let (cancel, _) = watch::channel(false);
@@ -372,14 +407,16 @@ impl Registry {
                 if inner.running.is_none() {
                     if let Some(id) = inner.queue.pop_front() {
                         inner.running = Some(id.clone());
-                        inner.set_state(&id, TaskState::Working);
                         let canceled = inner.controls.get(&id).map(|c| c.cancel.subscribe());
+                        // The input moves to the worker: the registry keeps no copy of it.
+                        let input = inner.tasks.get_mut(&id).and_then(|t| t.input.take());
+                        inner.set_state(&id, TaskState::Working);
                         let task = inner.tasks.get(&id);
                         let started = match (task, canceled) {
                             (Some(t), Some(canceled)) => Some(Started {
                                 id: id.clone(),
                                 context_id: t.context_id.clone(),
-                                input: t.input.clone(),
+                                input: input.unwrap_or_default(),
                                 canceled,
                             }),
                             _ => None,
@@ -417,6 +454,7 @@ impl Registry {
             return;
         };
         task.prompt = None;
+        task.input = None;
         match outcome {
             Outcome::Completed(answer) if !task.state.is_terminal() => {
                 task.state = TaskState::Completed;
@@ -593,7 +631,13 @@ mod tests {
 
     #[test]
     fn past_its_retention_the_registry_forgets_the_longest_ended_tasks_only() {
-        let reg = Registry::with_retention(1, 3);
+        let reg = Registry::with_retention(
+            1,
+            Retention {
+                tasks: 3,
+                bytes: RETAINED.bytes,
+            },
+        );
         let admit = || match reg.admit(None, Owner::Session, input()) {
             Admission::Accepted(id, _) | Admission::Rejected(id, _) => id,
         };
@@ -613,6 +657,175 @@ mod tests {
             .collect();
         assert_eq!(kept, expected, "the newest ended tasks and the live one");
         assert!(reg.get(rejected[0].as_str(), &everyone).is_none());
+    }
+
+    fn input_of(size: usize) -> TaskInput {
+        TaskInput {
+            text: "x".repeat(size),
+            message_id: "m".into(),
+            ..TaskInput::default()
+        }
+    }
+
+    fn id_of(admission: Admission) -> TaskId {
+        match admission {
+            Admission::Accepted(id, _) | Admission::Rejected(id, _) => id,
+        }
+    }
+
+    fn block_on<F: std::future::Future>(f: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .map(|rt| rt.block_on(f))
+            .unwrap_or_else(|e| panic!("no runtime: {e}"))
+    }
+
+    fn input_held(reg: &Registry, id: &TaskId) -> Option<usize> {
+        reg.read(id.as_str(), &Viewer::Everyone, |t| {
+            t.input.as_ref().map(|i| i.text.len())
+        })
+        .flatten()
+    }
+
+    #[test]
+    fn a_rejected_task_keeps_no_input_and_a_started_one_hands_its_input_over() {
+        let reg = Registry::new(1);
+        let queued = id_of(reg.admit(None, Owner::Session, input_of(1 << 20)));
+        assert_eq!(
+            input_held(&reg, &queued),
+            Some(1 << 20),
+            "kept while it waits"
+        );
+        let before = reg.held_bytes();
+        assert!(before >= 1 << 20, "the queued input is counted: {before}");
+        for _ in 0..20 {
+            let rejected = reg.admit(None, Owner::Session, input_of(1 << 20));
+            let Admission::Rejected(id, json) = rejected else {
+                panic!("the one slot is taken: the task must be rejected");
+            };
+            assert_eq!(json["status"]["state"], "TASK_STATE_REJECTED");
+            assert_eq!(
+                input_held(&reg, &id),
+                None,
+                "a rejected task keeps no input"
+            );
+        }
+        assert!(
+            reg.held_bytes() < before + 20 * 1024,
+            "twenty rejected 1 MiB messages grew the registry from {before} to {} bytes",
+            reg.held_bytes()
+        );
+        let started = block_on(reg.next()).map(|s| (s.id, s.input.text.len()));
+        assert_eq!(
+            started,
+            Some((queued.clone(), 1 << 20)),
+            "the worker gets the input"
+        );
+        assert_eq!(input_held(&reg, &queued), None, "moved, not copied");
+        assert!(reg.held_bytes() < 64 * 1024, "{}", reg.held_bytes());
+    }
+
+    #[test]
+    fn an_ended_task_drops_its_input_and_a_canceled_queued_one_too() {
+        let reg = Registry::new(2);
+        let running = id_of(reg.admit(None, Owner::Session, input_of(1000)));
+        let waiting = id_of(reg.admit(None, Owner::Session, input_of(1000)));
+        let started = block_on(reg.next());
+        assert_eq!(started.map(|s| s.id), Some(running.clone()));
+        assert!(reg.cancel(waiting.as_str(), &Viewer::Everyone).is_ok());
+        assert_eq!(
+            input_held(&reg, &waiting),
+            None,
+            "a canceled task keeps no input"
+        );
+        reg.finish(&running, Outcome::Completed("four".into()));
+        assert_eq!(input_held(&reg, &running), None);
+        let answer = reg.get(running.as_str(), &Viewer::Everyone);
+        assert_eq!(
+            answer.map(|t| t["artifacts"][0]["parts"][0]["text"].clone()),
+            Some(Value::from("four")),
+            "an ended task still shows what GetTask shows"
+        );
+    }
+
+    #[test]
+    fn past_its_byte_bound_the_registry_forgets_the_longest_ended_tasks_only() {
+        const RESPONSE: usize = 300 << 10;
+        let reg = Registry::with_retention(
+            1,
+            Retention {
+                tasks: 1000,
+                bytes: 1 << 20,
+            },
+        );
+        let mut ended = Vec::new();
+        for _ in 0..6 {
+            let id = id_of(reg.admit(None, Owner::Session, input_of(10)));
+            assert!(block_on(reg.next()).is_some());
+            reg.finish(&id, Outcome::Completed("r".repeat(RESPONSE)));
+            reg.release(&id);
+            ended.push(id);
+        }
+        // A live task whose input alone is past the bound: it is kept, and pushes out every
+        // ended task.
+        let live = id_of(reg.admit(None, Owner::Session, input_of(2 << 20)));
+        let everyone = Viewer::Everyone;
+        assert!(
+            reg.get(live.as_str(), &everyone).is_some(),
+            "a live task stays"
+        );
+        let kept: Vec<bool> = ended
+            .iter()
+            .map(|id| reg.get(id.as_str(), &everyone).is_some())
+            .collect();
+        assert_eq!(kept, [false; 6]);
+
+        // Without the big live task, three 300 KiB responses fit in 1 MiB and a fourth does not.
+        let reg = Registry::with_retention(
+            1,
+            Retention {
+                tasks: 1000,
+                bytes: 1 << 20,
+            },
+        );
+        let mut ended = Vec::new();
+        for _ in 0..6 {
+            let id = id_of(reg.admit(None, Owner::Session, input_of(10)));
+            assert!(block_on(reg.next()).is_some());
+            reg.finish(&id, Outcome::Completed("r".repeat(RESPONSE)));
+            reg.release(&id);
+            ended.push(id);
+            assert!(reg.held_bytes() <= 1 << 20, "{}", reg.held_bytes());
+        }
+        let kept: Vec<bool> = ended
+            .iter()
+            .map(|id| reg.get(id.as_str(), &everyone).is_some())
+            .collect();
+        assert_eq!(kept, [false, false, false, true, true, true]);
+        assert_eq!(reg.list(&all(), &everyone).total_size, 3);
+    }
+
+    #[test]
+    fn the_byte_total_is_what_the_kept_tasks_hold() {
+        let reg = Registry::new(1);
+        let id = id_of(reg.admit(None, Owner::Session, input_of(5000)));
+        assert!(block_on(reg.next()).is_some());
+        let rx = reg.request_input(&id, "q".repeat(7000));
+        assert!(rx.is_some());
+        let with_prompt = reg.held_bytes();
+        assert!(with_prompt >= 7000, "{with_prompt}");
+        assert!(reg
+            .reply(id.as_str(), &Viewer::Everyone, None, "a".into())
+            .is_ok());
+        assert!(
+            reg.held_bytes() + 7000 <= with_prompt,
+            "the prompt is dropped"
+        );
+        reg.finish(&id, Outcome::Failed("f".repeat(3000)));
+        let sum: usize = reg
+            .read(id.as_str(), &Viewer::Everyone, |t| t.held_bytes())
+            .unwrap_or_default();
+        assert_eq!(reg.held_bytes(), sum, "one task: the total is its own");
     }
 
     fn all() -> ListQuery {

@@ -41,8 +41,10 @@ impl Viewer {
     }
 }
 
-/// What the agent is asked to do, fixed when the task is accepted.
-#[derive(Clone, Debug, Default)]
+/// What the agent is asked to do, fixed when the task is accepted. The registry holds it only
+/// while the task waits in the queue: it is moved to the worker when the task starts, and never
+/// kept for a task rejected at the door.
+#[derive(Debug, Default)]
 pub struct TaskInput {
     /// The parts joined as the spec's Parts section says, plus any referenced-tasks block.
     pub text: String,
@@ -50,6 +52,19 @@ pub struct TaskInput {
     pub message_id: String,
     pub reference_task_ids: Vec<String>,
     pub forget_session: bool,
+}
+
+impl TaskInput {
+    /// The heap bytes it holds.
+    pub fn held_bytes(&self) -> usize {
+        self.text.capacity()
+            + self.message_id.capacity()
+            + self
+                .reference_task_ids
+                .iter()
+                .map(|id| id.capacity() + std::mem::size_of::<String>())
+                .sum::<usize>()
+    }
 }
 
 /// A task in the registry.
@@ -70,7 +85,26 @@ pub struct Task {
     pub residue: Vec<Value>,
     /// `metadata.murmur` of a terminal task (noAnswer, noAnswerBelow, runningCommands).
     pub murmur_metadata: Map<String, Value>,
-    pub input: TaskInput,
+    /// `Some` only while the task waits to start (see [`TaskInput`]).
+    pub input: Option<TaskInput>,
+    /// What this task counted for in the registry's byte total when it last changed.
+    pub held: usize,
+}
+
+/// Roughly the heap bytes a JSON value holds: its text length, which is within a small factor
+/// of its in-memory size and costs no allocation to compute.
+fn json_bytes(v: &Value) -> usize {
+    match v {
+        Value::Null | Value::Bool(_) | Value::Number(_) => 8,
+        Value::String(s) => s.len() + 2,
+        Value::Array(items) => 2 + items.iter().map(|i| json_bytes(i) + 1).sum::<usize>(),
+        Value::Object(map) => {
+            2 + map
+                .iter()
+                .map(|(k, v)| k.len() + 4 + json_bytes(v))
+                .sum::<usize>()
+        }
+    }
 }
 
 fn text_part(text: &str) -> Value {
@@ -82,6 +116,31 @@ fn artifact(name: &str, parts: Vec<Value>) -> Value {
 }
 
 impl Task {
+    /// What the task holds, in bytes: the record itself, its ids, its status sentence, its
+    /// response, prompt, residue and metadata, and its input while it still has one. The
+    /// registry's byte bound counts this.
+    pub fn held_bytes(&self) -> usize {
+        let owner = match &self.owner {
+            Owner::Session => 0,
+            Owner::Credential(c) => c.capacity(),
+        };
+        let text = |s: &Option<String>| s.as_ref().map_or(0, String::capacity);
+        std::mem::size_of::<Task>()
+            + self.id.as_str().len()
+            + self.context_id.capacity()
+            + owner
+            + text(&self.status_text)
+            + text(&self.response)
+            + text(&self.prompt)
+            + self.residue.iter().map(json_bytes).sum::<usize>()
+            + self
+                .murmur_metadata
+                .iter()
+                .map(|(k, v)| k.len() + json_bytes(v))
+                .sum::<usize>()
+            + self.input.as_ref().map_or(0, TaskInput::held_bytes)
+    }
+
     /// The status object: state, message on a terminal task that said something, timestamp.
     pub fn status_json(&self) -> Value {
         let mut status = Map::new();

@@ -16,7 +16,7 @@ pub fn parse(door: &Door, params: &Map<String, Value>) -> Result<Incoming, RpcEr
 }
 
 pub async fn apply(door: &Door, req: &Inbound) -> Result<Answer, RpcError> {
-    let msg = parse(door, &req.params)?;
+    let mut msg = parse(door, &req.params)?;
     let extensions = msg.uses_door_extension.then(|| DOOR_URI.to_owned());
     let viewer = req.viewer();
     let registry = &door.session.registry;
@@ -24,7 +24,7 @@ pub async fn apply(door: &Door, req: &Inbound) -> Result<Answer, RpcError> {
     // when the worker moved it on before this answer.
     let (task_id, as_taken) = match &msg.task_id {
         Some(task) => continue_task(door, &msg, task, &viewer)?,
-        None => match admit_task(door, &msg, &viewer) {
+        None => match admit_task(door, &mut msg, &viewer) {
             Ok(taken) => taken,
             Err(rejected) => return Ok(Answer::Result(json!({ "task": rejected }), extensions)),
         },
@@ -41,20 +41,21 @@ pub async fn apply(door: &Door, req: &Inbound) -> Result<Answer, RpcError> {
 /// A new task: accepted (SUBMITTED) or rejected for room or closing, answered at once.
 pub(super) fn start_task(
     door: &Door,
-    msg: &Incoming,
+    msg: &mut Incoming,
     viewer: &Viewer,
 ) -> Result<crate::ids::TaskId, Value> {
     admit_task(door, msg, viewer).map(|(id, _)| id)
 }
 
-/// [`start_task`], also answering the task as it was accepted.
+/// [`start_task`], also answering the task as it was accepted. The message's text moves into
+/// the task: a message of many megabytes is not copied.
 fn admit_task(
     door: &Door,
-    msg: &Incoming,
+    msg: &mut Incoming,
     viewer: &Viewer,
 ) -> Result<(crate::ids::TaskId, Value), Value> {
     let registry = &door.session.registry;
-    let mut text = msg.text.clone();
+    let mut text = std::mem::take(&mut msg.text);
     if !msg.reference_task_ids.is_empty() {
         text.push_str("\n\n");
         text.push_str(&registry.describe_references(&msg.reference_task_ids, viewer));

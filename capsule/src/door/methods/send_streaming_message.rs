@@ -12,7 +12,7 @@ use crate::door::{Answer, Door, DOOR_URI, STREAM_URI};
 use crate::stream::{self, StreamSpec};
 
 pub fn apply(door: &Door, req: &Inbound) -> Result<Answer, RpcError> {
-    let msg = parse(door, &req.params)?;
+    let mut msg = parse(door, &req.params)?;
     let frames = stream_extension_requested(req);
     let extensions: Vec<&str> = [
         msg.uses_door_extension.then_some(DOOR_URI),
@@ -28,7 +28,7 @@ pub fn apply(door: &Door, req: &Inbound) -> Result<Answer, RpcError> {
     let before = session.events.last_id();
     let (task_id, rejected) = match &msg.task_id {
         Some(task) => (continue_task(door, &msg, task, &viewer)?.0, None),
-        None => match start_task(door, &msg, &viewer) {
+        None => match start_task(door, &mut msg, &viewer) {
             Ok(id) => (id, None),
             Err(rejected) => (crate::ids::TaskId::from_wire(""), Some(rejected)),
         },
@@ -55,7 +55,7 @@ pub fn apply(door: &Door, req: &Inbound) -> Result<Answer, RpcError> {
         only_opening,
     };
     Ok(Answer::Stream(
-        stream::open(session.clone(), spec),
+        stream::open(session.events.clone(), session.shutdown.subscribe(), spec),
         extensions,
     ))
 }

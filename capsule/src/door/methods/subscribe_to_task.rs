@@ -39,6 +39,6 @@ pub fn apply(door: &Door, req: &Inbound) -> Result<Answer, RpcError> {
         frames,
         only_opening: false,
     };
-    let body = stream::open(session.clone(), spec);
+    let body = stream::open(session.events.clone(), session.shutdown.subscribe(), spec);
     Ok(Answer::Stream(body, frames.then(|| STREAM_URI.to_owned())))
 }

@@ -24,6 +24,10 @@ pub fn apply(door: &Door, req: &Inbound) -> Answer {
         frames: true,
         only_opening: false,
     };
-    let body = stream::open(door.session.clone(), spec);
+    let body = stream::open(
+        door.session.events.clone(),
+        door.session.shutdown.subscribe(),
+        spec,
+    );
     Answer::Stream(body, Some(format!("{DOOR_URI}, {STREAM_URI}")))
 }
