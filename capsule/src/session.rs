@@ -10,6 +10,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
+use crate::harness::HarnessSessions;
 use crate::ids::{SessionId, TaskId};
 use crate::manifest::Manifest;
 use crate::stream::EventLog;
@@ -33,7 +34,7 @@ pub struct Session {
     /// The `mur` binary, whose folder goes first on a harness's PATH.
     pub mur_exe: PathBuf,
     /// The harness session each context holds, resumed on its next task.
-    pub harness_sessions: Mutex<HashMap<String, String>>,
+    pub harness_sessions: HarnessSessions,
     /// sha256 of each live task's helper token → the task it authorizes.
     task_tokens: Mutex<HashMap<[u8; 32], TaskId>>,
     /// What the session's tasks leave running past their end.
@@ -69,7 +70,7 @@ impl Session {
             workdir,
             records_dir,
             mur_exe,
-            harness_sessions: Mutex::new(HashMap::new()),
+            harness_sessions: HarnessSessions::default(),
             task_tokens: Mutex::new(HashMap::new()),
             residue: Residue::default(),
             shutdown: watch::channel(false).0,
@@ -106,22 +107,11 @@ impl Session {
     }
 
     pub fn harness_session(&self, context: &str) -> Option<String> {
-        self.harness_sessions
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(context)
-            .cloned()
+        self.harness_sessions.get(context)
     }
 
     pub fn set_harness_session(&self, context: &str, session: Option<String>) -> Option<String> {
-        let mut map = self
-            .harness_sessions
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        match session {
-            Some(s) => map.insert(context.to_owned(), s),
-            None => map.remove(context),
-        }
+        self.harness_sessions.set(context, session)
     }
 }
 

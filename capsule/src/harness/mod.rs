@@ -4,6 +4,7 @@
 //! with SIGINT or stdin bytes, and ended with all it started after the grace.
 
 mod dialect;
+mod sessions;
 
 use std::ffi::OsString;
 use std::path::Path;
@@ -16,6 +17,7 @@ use tokio::process::ChildStdin;
 use tokio::sync::{mpsc, watch};
 
 pub use dialect::Transcript;
+pub use sessions::HarnessSessions;
 
 use crate::ids::TaskId;
 use crate::manifest::{Interrupt, Manifest, OutputDialect, ProcessDriver, PromptMode};

@@ -1,0 +1,89 @@
+//! The harness session each context holds (DESIGN §8: resumed on the context's next task,
+//! dropped by `forgetSession`). Bounded: a capsule that runs for weeks meets an unbounded number
+//! of contexts, so past [`KEPT`] the context whose session was set longest ago is forgotten (its
+//! next task starts a new harness session, as after `forgetSession`).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Mutex, MutexGuard};
+
+/// How many contexts keep a harness session.
+pub const KEPT: usize = 10_000;
+
+#[derive(Default)]
+struct Inner {
+    by_context: HashMap<String, String>,
+    /// Contexts in the order their session was last set, oldest first.
+    order: VecDeque<String>,
+}
+
+pub struct HarnessSessions {
+    inner: Mutex<Inner>,
+    kept: usize,
+}
+
+impl Default for HarnessSessions {
+    fn default() -> Self {
+        HarnessSessions::keeping(KEPT)
+    }
+}
+
+impl HarnessSessions {
+    pub fn keeping(kept: usize) -> Self {
+        HarnessSessions {
+            inner: Mutex::new(Inner::default()),
+            kept,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn get(&self, context: &str) -> Option<String> {
+        self.lock().by_context.get(context).cloned()
+    }
+
+    /// Sets (or with `None` drops) the context's session; answers the one it replaced.
+    pub fn set(&self, context: &str, session: Option<String>) -> Option<String> {
+        let mut inner = self.lock();
+        inner.order.retain(|c| c != context);
+        let Some(session) = session else {
+            return inner.by_context.remove(context);
+        };
+        inner.order.push_back(context.to_owned());
+        let old = inner.by_context.insert(context.to_owned(), session);
+        while inner.order.len() > self.kept {
+            if let Some(oldest) = inner.order.pop_front() {
+                inner.by_context.remove(&oldest);
+            }
+        }
+        old
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_sets_and_drops() {
+        let s = HarnessSessions::default();
+        assert_eq!(s.set("ctx_a", Some("h1".into())), None);
+        assert_eq!(s.get("ctx_a").as_deref(), Some("h1"));
+        assert_eq!(s.set("ctx_a", Some("h2".into())).as_deref(), Some("h1"));
+        assert_eq!(s.set("ctx_a", None).as_deref(), Some("h2"));
+        assert_eq!(s.get("ctx_a"), None);
+    }
+
+    #[test]
+    fn forgets_the_context_set_longest_ago_past_the_bound() {
+        let s = HarnessSessions::keeping(2);
+        s.set("a", Some("1".into()));
+        s.set("b", Some("2".into()));
+        s.set("a", Some("3".into()));
+        s.set("c", Some("4".into()));
+        assert_eq!(s.get("b"), None, "b was set longest ago");
+        assert_eq!(s.get("a").as_deref(), Some("3"));
+        assert_eq!(s.get("c").as_deref(), Some("4"));
+    }
+}
