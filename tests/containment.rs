@@ -320,7 +320,7 @@ fn a_harness_cannot_print_mur_token(mode: &str) {
         assert_ne!(said["code"], 0, "{said}");
         assert!(!said.to_string().contains(&operator));
     } else {
-        // The fallback is no wall against the user's own files (docs/trust.md says so).
+        // The fallback is no wall against the user's own files (docs/containment.md says so).
         assert_eq!(said["code"], 0, "{said}");
     }
 }

@@ -6,7 +6,7 @@ use crate::records;
 use crate::tokens;
 
 pub fn run(address: Option<&str>) -> CliResult<i32> {
-    // A harness holds its task token and nothing more (DESIGN §3, docs/trust.md).
+    // A harness holds its task token and nothing more (DESIGN §3, docs/containment.md).
     if capsule::process::inside_harness() {
         return Err(CliError::new(
             Code::InsideHarness,
