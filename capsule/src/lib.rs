@@ -20,6 +20,7 @@ pub mod stream;
 pub mod tasks;
 pub mod text;
 pub mod trace;
+pub mod wiring;
 
 /// The modules below the door must not reach back up: the door depends on tasks, auth and
 /// stream, never the other way, and stream is handed what it reads rather than the session.

@@ -21,6 +21,7 @@ use crate::session::Session;
 use crate::stream::EventLog;
 use crate::tasks::{Admission, Owner, Registry, TaskInput, TaskState, Viewer};
 use crate::trace::{Origin, Trace, TraceEvent};
+use crate::wiring::Wiring;
 
 /// What the supervisor hands a capsule process (as JSON in `MURMUR_CAPSULE_CONFIG`).
 #[derive(Serialize, Deserialize, Debug, Clone)]
@@ -43,6 +44,9 @@ pub struct CapsuleConfig {
     /// The folder of running-capsule records and token files, which harnesses must not see.
     #[serde(default)]
     pub run_dir: Option<PathBuf>,
+    /// A formation member's wiring file (`crate::wiring`); `None` for a capsule launched alone.
+    #[serde(default)]
+    pub wiring: Option<PathBuf>,
 }
 
 /// The launch's own task (`mur run --task`).
@@ -92,13 +96,24 @@ fn slots(m: &manifest::Manifest) -> usize {
 }
 
 async fn run(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
-    let manifest = match manifest::load(&config.manifest) {
+    let mut manifest = match manifest::load(&config.manifest) {
         Ok(m) => m,
         Err(e) => {
             eprintln!("{e}");
             return exit::CANNOT_START;
         }
     };
+    let wiring = match config.wiring.as_deref().map(Wiring::load).transpose() {
+        Ok(w) => w,
+        Err(why) => {
+            eprintln!("error: {why}");
+            return exit::CANNOT_START;
+        }
+    };
+    // Every formation door is authenticated (DESIGN §7), whatever its manifest declares.
+    if wiring.is_some() && manifest.network.authentication.is_none() {
+        manifest.network.authentication = Some(Default::default());
+    }
     // A door that starts no task has no worker, and needs no driver.
     let driver = crate::harness::driver_of(&manifest);
     if driver.is_none() && manifest.lifecycle.task_acceptance != TaskAcceptance::None {
@@ -146,17 +161,20 @@ async fn run(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
     let events = Arc::new(EventLog::default());
     let recorder = events.clone();
     let registry = Registry::new(slots(&manifest)).observed(Arc::new(move |t| recorder.record(t)));
-    let session = Arc::new(Session::new(
-        session_id,
-        manifest,
-        registry,
-        events,
-        trace,
-        config.url.clone(),
-        config.workdir.clone(),
-        config.records_dir.clone(),
-        config.mur_exe.clone(),
-    ));
+    let session = Arc::new(
+        Session::new(
+            session_id,
+            manifest,
+            registry,
+            events,
+            trace,
+            config.url.clone(),
+            config.workdir.clone(),
+            config.records_dir.clone(),
+            config.mur_exe.clone(),
+        )
+        .wired(wiring),
+    );
     session.trace.event(TraceEvent::SessionStart {
         capsule: session.manifest.name.clone(),
         version: session.manifest.version.clone(),

@@ -18,6 +18,7 @@ use crate::tasks::{
     Admission, CancelRefusal, Owner, Registry, Residue, TaskInput, TaskState, Viewer,
 };
 use crate::trace::{EndStatus, Origin, Trace, TraceEvent};
+use crate::wiring::Wiring;
 
 pub struct Session {
     pub id: SessionId,
@@ -39,6 +40,10 @@ pub struct Session {
     task_tokens: Mutex<HashMap<[u8; 32], TaskId>>,
     /// What the session's tasks leave running past their end.
     pub residue: Residue,
+    /// The formation wiring of a member; `None` for a capsule launched alone.
+    pub wiring: Option<Wiring>,
+    /// Where this capsule may connect (`capabilities.network.allow`, plus a member's callees).
+    pub allow: Vec<String>,
     /// Set once the capsule is going down.
     pub shutdown: watch::Sender<bool>,
 }
@@ -60,6 +65,7 @@ impl Session {
         records_dir: PathBuf,
         mur_exe: PathBuf,
     ) -> Session {
+        let manifest_allow = manifest.capabilities.network_allow.clone();
         Session {
             id,
             manifest,
@@ -73,8 +79,19 @@ impl Session {
             harness_sessions: HarnessSessions::default(),
             task_tokens: Mutex::new(HashMap::new()),
             residue: Residue::default(),
+            allow: manifest_allow,
+            wiring: None,
             shutdown: watch::channel(false).0,
         }
+    }
+
+    /// The session of a formation member: its wiring, and the allow list that wiring extends.
+    pub fn wired(mut self, wiring: Option<Wiring>) -> Session {
+        if let Some(w) = &wiring {
+            self.allow = w.allow(&self.manifest.capabilities.network_allow);
+        }
+        self.wiring = wiring;
+        self
     }
 
     /// Mints the `MURMUR_TASK_TOKEN` for one task attempt; only its digest is kept.

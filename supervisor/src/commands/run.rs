@@ -193,6 +193,7 @@ pub async fn run(args: RunArgs) -> CliResult<i32> {
         tokens: tokens::digests(&minted),
         containment,
         run_dir: Some(records::run_dir()),
+        wiring: None,
     };
     let mut child = match launch::spawn_capsule(&listener, &config) {
         Ok(child) => child,

@@ -1,0 +1,122 @@
+//! A formation member's wiring (DESIGN §7): what the supervisor hands one member in a 0600 file
+//! beside its token file (`$MURMUR_HOME/run/<session>.wiring`, hidden from harnesses like every
+//! token file) — which formation and member it is, and for each member it may call, that door's
+//! URL and the token of credential `member:<self>` on it. The capsule reads it once at start.
+//! The outbound allow list a member runs with is its manifest's `capabilities.network.allow`
+//! plus `localhost:<port>` of each callee, and nothing else ([`Wiring::allow`]).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+/// The credential a caller holds on a callee's door: `member:<caller>`.
+pub fn member_credential(caller: &str) -> String {
+    format!("member:{caller}")
+}
+
+/// The scopes of a `member:<caller>` credential: a peer's task methods. Not the session's own
+/// methods (murmur.StopSession, murmur.WatchSession), which reach every task.
+pub const MEMBER_SCOPES: [&str; 6] = [
+    "SendMessage",
+    "SendStreamingMessage",
+    "GetTask",
+    "ListTasks",
+    "CancelTask",
+    "SubscribeToTask",
+];
+
+/// One member this capsule may call.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct Callee {
+    /// `http://localhost:PORT`.
+    pub url: String,
+    /// The token of `member:<self>` on the callee's door. A secret: never traced or logged.
+    pub token: String,
+}
+
+/// A member's wiring, as the supervisor writes it.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct Wiring {
+    /// `formation.name`.
+    pub formation: String,
+    /// This member's name in the roster.
+    pub member: String,
+    /// The members this one may call, by roster name.
+    pub callees: BTreeMap<String, Callee>,
+}
+
+impl Wiring {
+    /// Reads a wiring file.
+    pub fn load(path: &Path) -> Result<Wiring, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read the wiring {}: {e}", path.display()))?;
+        serde_json::from_str(&text)
+            .map_err(|e| format!("the wiring {} is unreadable: {e}", path.display()))
+    }
+
+    /// The effective outbound allow list: the manifest's own entries, then `localhost:PORT` of
+    /// each callee.
+    pub fn allow(&self, manifest_allow: &[String]) -> Vec<String> {
+        let mut allow = manifest_allow.to_vec();
+        for callee in self.callees.values() {
+            let host_port = callee
+                .url
+                .strip_prefix("http://")
+                .unwrap_or(&callee.url)
+                .trim_end_matches('/')
+                .to_owned();
+            if !allow.contains(&host_port) {
+                allow.push(host_port);
+            }
+        }
+        allow
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wiring() -> Wiring {
+        let mut callees = BTreeMap::new();
+        callees.insert(
+            "coder".to_owned(),
+            Callee {
+                url: "http://localhost:52222".into(),
+                token: "mur_x".into(),
+            },
+        );
+        Wiring {
+            formation: "review".into(),
+            member: "lead".into(),
+            callees,
+        }
+    }
+
+    #[test]
+    fn the_allow_list_is_the_manifests_plus_each_callee() {
+        let w = wiring();
+        assert_eq!(w.allow(&[]), vec!["localhost:52222".to_owned()]);
+        assert_eq!(
+            w.allow(&["api.example.com".into(), "localhost:52222".into()]),
+            vec!["api.example.com".to_owned(), "localhost:52222".to_owned()]
+        );
+    }
+
+    #[test]
+    fn round_trips_through_its_file() {
+        let dir = std::env::temp_dir().join(format!("murmur-wiring-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("w.json");
+        std::fs::write(&path, serde_json::to_string(&wiring()).unwrap()).unwrap();
+        assert_eq!(Wiring::load(&path).unwrap(), wiring());
+        assert!(Wiring::load(&dir.join("missing")).is_err());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_member_credential_is_spelled_as_the_spec_says() {
+        assert_eq!(member_credential("lead"), "member:lead");
+    }
+}
