@@ -563,38 +563,6 @@ fn ctrl_c_stops_the_launch_cleanly() {
 }
 
 #[test]
-fn a_formation_manifest_is_validated_and_refused_until_formations_land() {
-    let home = Home::new();
-    home.write(
-        "f/worker/murmur.yaml",
-        &Fixture::default().yaml().replace(
-            "lifecycle:",
-            "exports:\n  peer_tasks:\n    accept: true\nlifecycle:",
-        ),
-    );
-    let formation = home.write(
-        "f/formation.yaml",
-        "formation:\n  name: review\n  version: \"0.1.0\"\n  entry: lead\n  members:\n    lead:\n      manifest: worker/murmur.yaml\n      calls: [coder]\n    coder:\n      manifest: worker/murmur.yaml\n",
-    );
-    let (code, out, err) = home.run(&["run", "--manifest", formation.to_str().unwrap()]);
-    assert_eq!((code, out.as_str()), (1, ""));
-    assert!(
-        err.starts_with("error[E-RUN-030]: ") && err.contains("formation review is valid"),
-        "{err}"
-    );
-    let broken = home.write(
-        "f/broken.yaml",
-        "formation:\n  name: review\n  version: \"0.1.0\"\n  entry: lead\n  members:\n    lead:\n      manifest: worker/murmur.yaml\n      calls: [ghost]\n",
-    );
-    let (code, _, err) = home.run(&["run", "--manifest", broken.to_str().unwrap()]);
-    assert_eq!(code, 1);
-    assert!(
-        err.starts_with("error[E-MAN-009]: ") && err.contains("ghost"),
-        "{err}"
-    );
-}
-
-#[test]
 fn run_takes_the_task_from_a_file_and_prints_json_when_asked() {
     let home = Home::new();
     let task = home.write("task.md", "First line of the file\nsecond line\n");

@@ -83,6 +83,22 @@ impl CliError {
             hint: hint.into(),
         }
     }
+
+    /// The same error, said of `what` (`member coder: port 52222 is already in use`).
+    pub fn within(self, what: &str) -> Self {
+        match self {
+            CliError::Coded {
+                code,
+                message,
+                hint,
+            } => CliError::Coded {
+                code,
+                message: format!("{what}: {message}"),
+                hint,
+            },
+            CliError::Formatted(text) => CliError::Formatted(text),
+        }
+    }
 }
 
 impl fmt::Display for CliError {

@@ -6,12 +6,12 @@ use std::io::ErrorKind;
 use std::net::TcpListener;
 use std::os::fd::AsRawFd;
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::Pid;
+use tokio::sync::mpsc::UnboundedReceiver;
 
 use capsule::process::{self, tree, ChildSetup};
 use capsule::runtime::{CapsuleConfig, CONFIG_ENV};
@@ -82,17 +82,17 @@ pub fn spawn_capsule(listener: &TcpListener, config: &CapsuleConfig) -> CliResul
     })
 }
 
-/// Reaps every child (the supervisor is a subreaper, so orphans come here too) and reports the
-/// capsule's own exit status.
-pub fn start_reaper(capsule_pid: i32) -> mpsc::Receiver<i32> {
-    let (tx, rx) = mpsc::channel();
+/// Reaps every child (the supervisor is a subreaper, so orphans come here too) and reports each
+/// exit as `(pid, status)`, a signal's death as 128 + its number.
+pub fn start_reaper() -> UnboundedReceiver<(i32, i32)> {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     std::thread::spawn(move || loop {
         match waitpid(Pid::from_raw(-1), None) {
-            Ok(WaitStatus::Exited(pid, code)) if pid.as_raw() == capsule_pid => {
-                let _ = tx.send(code);
+            Ok(WaitStatus::Exited(pid, code)) => {
+                let _ = tx.send((pid.as_raw(), code));
             }
-            Ok(WaitStatus::Signaled(pid, sig, _)) if pid.as_raw() == capsule_pid => {
-                let _ = tx.send(128 + sig as i32);
+            Ok(WaitStatus::Signaled(pid, sig, _)) => {
+                let _ = tx.send((pid.as_raw(), 128 + sig as i32));
             }
             Ok(_) => {}
             Err(_) => std::thread::sleep(Duration::from_millis(50)),

@@ -4,6 +4,7 @@
 mod client;
 mod commands;
 mod error;
+mod formation;
 mod launch;
 mod records;
 mod tokens;

@@ -18,16 +18,28 @@ pub struct Minted {
     pub scopes: Option<Vec<String>>,
 }
 
+/// A new token for `credential`.
+pub fn fresh_credential(credential: String, scopes: Vec<String>) -> Minted {
+    Minted {
+        credential,
+        token: fresh(),
+        scopes: Some(scopes),
+    }
+}
+
 fn fresh() -> String {
     let mut bytes = [0u8; 32];
     rand::thread_rng().fill_bytes(&mut bytes);
     format!("mur_{}", URL_SAFE_NO_PAD.encode(bytes))
 }
 
-/// The tokens a launch of `m` mints: none for a public door.
-pub fn mint(m: &Manifest) -> Vec<Minted> {
-    let Some(auth) = &m.network.authentication else {
-        return Vec::new();
+/// The tokens a launch of `m` mints: none for a public door, which a formation member never is.
+pub fn mint(m: &Manifest, member: bool) -> Vec<Minted> {
+    let declared = Default::default();
+    let auth = match (&m.network.authentication, member) {
+        (Some(auth), _) => auth,
+        (None, true) => &declared,
+        (None, false) => return Vec::new(),
     };
     let mut out = vec![Minted {
         credential: OPERATOR.to_owned(),

@@ -782,9 +782,11 @@ pub fn assert_timestamp(ts: &Value, row: &str) {
 /// A 1×1 PNG, as base64.
 pub const PNG_B64: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGNgYGD4DwABBAEAHnOcQAAAAABJRU5ErkJggg==";
 
-/// Waits (bounded) until the session's trace is still: every live task's harness has started,
-/// and every task that started has written its task_end. Held answers and cancels return
-/// before a task's last records are written; a probe taken before this would race them.
+/// Waits (bounded) until the session's trace is still: every task the door took has its
+/// `a2a_task_received`, every live task's harness has started, every task waiting for input has
+/// its `tool_call`, and every task that started has written its task_end. The trace is written by
+/// its own thread, so an answer can return before the records its request queued are in the
+/// file; a probe taken before this would race them.
 pub fn quiet(run: &Launch, home: &Home) {
     let mut last = String::new();
     let still = wait_until(Duration::from_secs(15), || {
@@ -794,22 +796,34 @@ pub fn quiet(run: &Launch, home: &Home) {
                 .iter()
                 .any(|e| e["event_type"] == kind && &e["task_id"] == id)
         };
-        let mut live = Vec::new();
-        for state in ["TASK_STATE_WORKING", "TASK_STATE_INPUT_REQUIRED"] {
-            let page = run.rpc("ListTasks", json!({"status": state, "pageSize": 100}));
-            live.extend(
-                page["result"]["tasks"]
-                    .as_array()
-                    .cloned()
-                    .unwrap_or_default(),
-            );
-        }
-        let live: Vec<Value> = live.iter().map(|t| t["id"].clone()).collect();
+        let listed = |state: Option<&str>| -> Vec<Value> {
+            let mut params = json!({"pageSize": 100});
+            if let Some(state) = state {
+                params["status"] = json!(state);
+            }
+            run.rpc("ListTasks", params)["result"]["tasks"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .iter()
+                .map(|t| t["id"].clone())
+                .collect()
+        };
+        let mut live = listed(Some("TASK_STATE_WORKING"));
+        let waiting = listed(Some("TASK_STATE_INPUT_REQUIRED"));
+        live.extend(waiting.iter().cloned());
+        let rejected = listed(Some("TASK_STATE_REJECTED"));
+        let taken: Vec<Value> = listed(None)
+            .into_iter()
+            .filter(|id| !rejected.contains(id))
+            .collect();
         let started = trace
             .iter()
             .filter(|e| e["event_type"] == "task_start")
             .map(|e| e["task_id"].clone());
-        let ok = live.iter().all(|id| has("harness_start", id))
+        let ok = taken.iter().all(|id| has("a2a_task_received", id))
+            && live.iter().all(|id| has("harness_start", id))
+            && waiting.iter().all(|id| has("tool_call", id))
             && started
                 .filter(|id| !live.contains(id))
                 .all(|id| has("task_end", &id));

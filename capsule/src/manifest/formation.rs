@@ -29,6 +29,18 @@ pub struct Formation {
     pub entry: String,
     /// `formation.members`, in declared order.
     pub members: Vec<Member>,
+    /// `formation.on_member_failure`: what the launch does when a member dies unexpectedly.
+    pub on_member_failure: OnMemberFailure,
+}
+
+/// `formation.on_member_failure`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnMemberFailure {
+    /// Stop every member cleanly and end the launch, leaving nothing running (the default).
+    #[default]
+    Stop,
+    /// Keep the other members running; calls to the dead member answer `unreachable`.
+    Continue,
 }
 
 impl Formation {
@@ -88,7 +100,7 @@ pub fn read(
         .map_or_else(|| PathBuf::from("/"), Path::to_path_buf);
     let top = r.mapping(Some(root), &KeyPath::default(), &["formation"])?;
     let fpath = top.path("formation");
-    let keys = ["name", "version", "entry", "members"];
+    let keys = ["name", "version", "entry", "members", "on_member_failure"];
     let f = r.mapping(top.get("formation"), &fpath, &keys)?;
     let name = name(r, f.get("name"), &f.path("name"), "name: review")?;
     let version = match f.get("version") {
@@ -182,6 +194,13 @@ pub fn read(
     }
     check_ports(r, &members, &members_path)?;
     check_peer_consent(r, &members, &written, &members_path)?;
+    let on_member_failure = match f.get("on_member_failure") {
+        Some(v) => match r.choice(v, &f.path("on_member_failure"), &["stop", "continue"])? {
+            0 => OnMemberFailure::Stop,
+            _ => OnMemberFailure::Continue,
+        },
+        None => OnMemberFailure::default(),
+    };
     Ok(Formation {
         path,
         dir,
@@ -189,6 +208,7 @@ pub fn read(
         version,
         entry,
         members,
+        on_member_failure,
     })
 }
 

@@ -116,6 +116,13 @@ pub enum TraceEvent {
     TraceRecordsLost {
         lost: u64,
     },
+    /// Written by the supervisor into the trace of a formation member that died unexpectedly,
+    /// after a `task_failed` and `task_end` for each task it left unfinished.
+    CapsuleDied {
+        formation: String,
+        member: String,
+        exit_status: i32,
+    },
 }
 
 /// Where an accepted task came from.
@@ -227,6 +234,7 @@ impl TraceEvent {
             TraceEvent::HarnessSessionForgotten { .. } => "harness_session_forgotten",
             TraceEvent::ToolCall { .. } => "tool_call",
             TraceEvent::TraceRecordsLost { .. } => "trace_records_lost",
+            TraceEvent::CapsuleDied { .. } => "capsule_died",
         }
     }
 
@@ -562,6 +570,19 @@ mod tests {
             },
             "tool_call",
             r#""task_id":"tsk_1","tool":"request-input","question":"which file?""#,
+        );
+    }
+
+    #[test]
+    fn capsule_died() {
+        written(
+            TraceEvent::CapsuleDied {
+                formation: "review".into(),
+                member: "coder".into(),
+                exit_status: 137,
+            },
+            "capsule_died",
+            r#""formation":"review","member":"coder","exit_status":137"#,
         );
     }
 

@@ -273,8 +273,23 @@ fn formation_keys_are_checked() {
         ErrorCode::UnknownKey,
         "formation.entrypoint",
         "error[E-MAN-003]: {file}: formation.entrypoint is not a formation key\n  hint: the keys \
-         of formation are name, version, entry, members",
+         of formation are name, version, entry, members, on_member_failure",
     );
+    let (root, result) = load(
+        "on-failure",
+        &FORMATION.replace(
+            "  entry: lead\n",
+            "  entry: lead\n  on_member_failure: restart\n",
+        ),
+    );
+    let err = result.unwrap_err();
+    assert_eq!(err.key_path(), "formation.on_member_failure");
+    assert!(
+        err.to_string()
+            .contains("accepted values are stop, continue"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(root);
     refused(
         "top-keys",
         &format!("{FORMATION}name: extra\n"),
