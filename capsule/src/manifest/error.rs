@@ -109,6 +109,8 @@ struct Inner {
     message: String,
     hint: String,
     position: Option<(usize, usize)>,
+    /// The formation member whose manifest this is about.
+    member: Option<String>,
 }
 
 impl ManifestError {
@@ -128,7 +130,19 @@ impl ManifestError {
             message: message.into(),
             hint: hint.into(),
             position: None,
+            member: None,
         }))
+    }
+
+    /// The same error, about the manifest of formation member `name`.
+    pub fn of_member(mut self, name: &str) -> ManifestError {
+        self.0.member = Some(name.to_owned());
+        self
+    }
+
+    /// The formation member whose manifest the error is about.
+    pub fn member(&self) -> Option<&str> {
+        self.0.member.as_deref()
     }
 
     /// The same error with the 1-based line and column it points at.
@@ -162,9 +176,14 @@ impl ManifestError {
         &self.0.hint
     }
 
-    /// The full first-line sentence: `<file>: <message>`.
+    /// The full first-line sentence: `<file>: <message>`, after `member NAME: ` when the file
+    /// is a formation member's manifest.
     pub fn sentence(&self) -> String {
-        format!("{}: {}", self.0.file.display(), self.0.message)
+        let member = match &self.0.member {
+            Some(name) => format!("member {name}: "),
+            None => String::new(),
+        };
+        format!("{member}{}: {}", self.0.file.display(), self.0.message)
     }
 
     /// 1-based line of the offending spot, when known (always for YAML syntax errors).

@@ -176,7 +176,7 @@ pub fn read(
     let mut members: Vec<Member> = Vec::with_capacity(drafts.len());
     let mut written = Vec::with_capacity(drafts.len());
     for d in drafts {
-        let capsule = load_member(&d.written)?;
+        let capsule = load_member(&d.written).map_err(|e| e.of_member(&d.name))?;
         written.push(d.written);
         let mut calls: Vec<String> = Vec::new();
         for callee in d.calls {
