@@ -31,6 +31,8 @@ use crate::launch;
 use crate::records::{self, RunningCapsule};
 use crate::tokens::{self, Minted};
 
+/// The roster file in a formation member's session folder.
+pub const ROSTER: &str = "formation.json";
 /// How long the members have to become ready, all together.
 const READY_WITHIN: Duration = Duration::from_secs(15);
 /// SIGTERM to SIGKILL for a capsule being stopped.
@@ -63,6 +65,7 @@ struct Member {
 pub async fn run(plan: Plan, opts: Options) -> CliResult<i32> {
     let sessions: Vec<SessionId> = plan.members.iter().map(|_| SessionId::mint()).collect();
     let dirs = make_records(&plan, &opts.workdir, &sessions)?;
+    write_rosters(&plan, &sessions, &dirs)?;
     let listeners = bind_all(&plan)?;
     let urls: Vec<String> = listeners
         .iter()
@@ -161,6 +164,30 @@ fn make_records(plan: &Plan, workdir: &Path, sessions: &[SessionId]) -> CliResul
         dirs.push(dir);
     }
     Ok(dirs)
+}
+
+/// `formation.json` in each member's session folder: the formation, the member, and every
+/// member's session, so that `mur trace show --formation` can find a launch's traces after it
+/// ended.
+fn write_rosters(plan: &Plan, sessions: &[SessionId], dirs: &[PathBuf]) -> CliResult<()> {
+    let Some(f) = &plan.formation else {
+        return Ok(());
+    };
+    let roster: serde_json::Map<String, Value> = plan
+        .members
+        .iter()
+        .zip(sessions)
+        .map(|(m, s)| (m.name.clone(), Value::from(s.as_str())))
+        .collect();
+    for (m, dir) in plan.members.iter().zip(dirs) {
+        let record = json!({
+            "formation": f.name, "version": f.version, "member": m.name,
+            "entry": plan.members[plan.entry].name, "members": roster,
+        });
+        capsule::private::write(&dir.join(ROSTER), record.to_string().as_bytes())
+            .map_err(|e| records_error(dir, e))?;
+    }
+    Ok(())
 }
 
 /// The launched manifest into the records, 0600 like every record (`fs::copy` would carry the
