@@ -1,0 +1,650 @@
+//! Formations (DESIGN §3, §7): one YAML launches many capsules. The whole formation is
+//! validated before anything starts; every listener is bound first (so `calls` may have
+//! cycles); each member's door is authenticated, its callers holding `member:<caller>`
+//! credentials that see only their own tasks; a member that dies is reported and the formation
+//! stops or goes on as `on_member_failure` says; and no minted token appears anywhere but the
+//! token files.
+
+mod support;
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use support::*;
+
+const LONG: Duration = Duration::from_secs(30);
+
+/// A fixture member that takes peer tasks.
+fn member(fixture: Fixture) -> String {
+    Fixture {
+        extra: "exports:\n  peer_tasks:\n    accept: true\n",
+        ..fixture
+    }
+    .yaml()
+}
+
+/// `lead → coder → reviewer → lead`: a cycle, which only works because every listener is bound
+/// before any member starts.
+/// The lead ends after its first task under `lead_after: "exit"`, which ends the formation.
+fn cycle(home: &Home, on_failure: &str, lead_after: &'static str) -> PathBuf {
+    home.write("f/worker/murmur.yaml", &member(Fixture::default()));
+    home.write(
+        "f/lead/murmur.yaml",
+        &member(Fixture {
+            name: "lead",
+            after_task: lead_after,
+            ..Fixture::default()
+        }),
+    );
+    home.write(
+        "f/formation.yaml",
+        &format!(
+            "formation:\n  name: review\n  version: \"0.1.0\"\n  entry: lead\n{on_failure}  members:\n    \
+             lead: {{ manifest: lead/murmur.yaml, calls: [coder, reviewer] }}\n    \
+             coder: {{ manifest: worker/murmur.yaml, calls: [reviewer] }}\n    \
+             reviewer: {{ manifest: worker/murmur.yaml, calls: [lead] }}\n"
+        ),
+    )
+}
+
+/// A running formation: `mur run`, each member's port and session, and what it printed.
+struct Running {
+    child: Child,
+    members: Vec<(String, u16, String)>,
+    out: Arc<Mutex<Vec<String>>>,
+    err: Arc<Mutex<String>>,
+}
+
+impl Running {
+    fn start(home: &Home, manifest: &Path, args: &[&str], env: &[(&str, &str)]) -> Running {
+        let mut child = home
+            .mur()
+            .envs(env.iter().copied())
+            .args(["run", "--manifest"])
+            .arg(manifest)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = Arc::new(Mutex::new(Vec::new()));
+        let err = Arc::new(Mutex::new(String::new()));
+        let (o, e) = (out.clone(), err.clone());
+        let stdout = child.stdout.take().unwrap();
+        let mut stderr = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                o.lock().unwrap().push(line);
+            }
+        });
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = stderr.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                text.push_str(&String::from_utf8_lossy(&buf[..n]));
+                *e.lock().unwrap() = text.clone();
+            }
+        });
+        let mut run = Running {
+            child,
+            members: Vec::new(),
+            out,
+            err,
+        };
+        assert!(
+            wait_until(LONG, || run
+                .out
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|l| l.starts_with("session: "))),
+            "the formation was not announced: {:?} {}",
+            run.out.lock().unwrap(),
+            run.err.lock().unwrap()
+        );
+        for line in run.out.lock().unwrap().iter() {
+            let Some(rest) = line.strip_prefix("member ") else {
+                continue;
+            };
+            let (name, rest) = rest.split_once(": url localhost:").unwrap();
+            let (port, session) = rest.split_once(" session ").unwrap();
+            run.members
+                .push((name.to_owned(), port.parse().unwrap(), session.to_owned()));
+        }
+        run
+    }
+
+    fn member(&self, name: &str) -> (u16, String) {
+        let (_, port, session) = self.members.iter().find(|m| m.0 == name).unwrap();
+        (*port, session.clone())
+    }
+
+    fn wait_exit(&mut self, limit: Duration) -> Option<i32> {
+        let mut code = None;
+        wait_until(limit, || {
+            code = self
+                .child
+                .try_wait()
+                .unwrap()
+                .map(|s| s.code().unwrap_or(-1));
+            code.is_some()
+        });
+        code
+    }
+
+    fn lines(&self) -> Vec<String> {
+        self.out.lock().unwrap().clone()
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        signal(self.child.id(), 15);
+        if self.wait_exit(LONG).is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// `credential token` lines of a running session.
+fn tokens(home: &Home, session: &str) -> Vec<(String, String)> {
+    let (code, out, err) = home.run(&["token", session]);
+    assert_eq!(code, 0, "{err}");
+    out.lines()
+        .map(|l| {
+            let (c, t) = l.split_once(' ').unwrap();
+            (c.to_owned(), t.to_owned())
+        })
+        .collect()
+}
+
+fn token_of(home: &Home, session: &str, credential: &str) -> String {
+    tokens(home, session)
+        .into_iter()
+        .find(|(c, _)| c == credential)
+        .unwrap_or_else(|| panic!("{session} has no {credential}"))
+        .1
+}
+
+fn rpc(port: u16, token: &str, method: &str, params: Value) -> Value {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    let bearer = format!("Bearer {token}");
+    http(
+        port,
+        "POST",
+        "/",
+        &[
+            ("Content-Type", "application/json"),
+            ("A2A-Version", "1.0"),
+            ("Authorization", &bearer),
+        ],
+        body.to_string().as_bytes(),
+    )
+    .json()
+}
+
+/// Every live process started by this test (they all carry its `FIXTURE_STATE`).
+fn processes_of(home: &Home) -> Vec<u32> {
+    let mine = format!(
+        "FIXTURE_STATE={}",
+        home.root.join("fixture-state").display()
+    );
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_string_lossy().parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .map(|env| env.split(|b| *b == 0).any(|kv| kv == mine.as_bytes()))
+                .unwrap_or(false)
+                && alive(*pid)
+        })
+        .collect()
+}
+
+#[test]
+fn a_formation_whose_calls_form_a_cycle_launches_answers_and_leaves_nothing() {
+    let home = Home::new();
+    let manifest = cycle(&home, "", "exit");
+    let mut run = Running::start(&home, &manifest, &["--task", "hello formation"], &[]);
+    assert_eq!(run.wait_exit(LONG), Some(0), "{}", run.err.lock().unwrap());
+    let lines = run.lines();
+    assert_eq!(lines.len(), 6, "{lines:?}");
+    let names: Vec<&str> = run.members.iter().map(|m| m.0.as_str()).collect();
+    assert_eq!(names, ["lead", "coder", "reviewer"]);
+    let (lead_port, lead_session) = run.member("lead");
+    for (i, (name, port, session)) in run.members.iter().enumerate() {
+        assert_eq!(
+            lines[i],
+            format!("member {name}: url localhost:{port} session {session}")
+        );
+        assert!(session.starts_with("ses_") && session.len() == 36);
+    }
+    assert_eq!(lines[3], format!("murmur: url localhost:{lead_port}"));
+    assert_eq!(lines[4], format!("session: {lead_session}"));
+    assert_eq!(lines[5], "Acknowledged.", "the entry's answer");
+    // Each member ran in its own session, with its own records, and is gone.
+    for (name, _, session) in &run.members {
+        let trace = home.trace(session);
+        assert!(
+            trace.iter().any(|e| e["event_type"] == "session_end"),
+            "{name} ended its session"
+        );
+        let roster: Value = serde_json::from_str(
+            &std::fs::read_to_string(home.records(session).join("formation.json")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(roster["member"], name.as_str());
+        assert_eq!(roster["members"]["lead"], lead_session.as_str());
+    }
+    assert_eq!(processes_of(&home), Vec::<u32>::new());
+    let left: Vec<_> = std::fs::read_dir(home.home.join("run")).unwrap().collect();
+    assert!(
+        left.is_empty(),
+        "records, tokens and wiring are removed: {left:?}"
+    );
+}
+
+#[test]
+fn json_names_every_member() {
+    let home = Home::new();
+    let manifest = cycle(&home, "", "exit");
+    let (code, out, err) = home.run(&[
+        "run",
+        "--manifest",
+        manifest.to_str().unwrap(),
+        "--task",
+        "hi",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+    assert_eq!(
+        v["formation"],
+        json!({"name": "review", "version": "0.1.0", "entry": "lead"})
+    );
+    assert_eq!(v["name"], "lead");
+    let members = v["members"].as_array().unwrap();
+    let names: Vec<&str> = members
+        .iter()
+        .map(|m| m["member"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["lead", "coder", "reviewer"]);
+    assert_eq!(
+        members[1]["name"], "fixture",
+        "coder runs the worker manifest"
+    );
+    assert_eq!(v["url"], members[0]["url"]);
+    assert_eq!(out.lines().nth(1), Some("Acknowledged."));
+}
+
+/// Every refusal of a formation, each before anything is bound, spawned or recorded.
+#[test]
+fn every_formation_mistake_is_refused_before_anything_starts() {
+    let home = Home::new();
+    home.write("f/worker/murmur.yaml", &member(Fixture::default()));
+    home.write("f/private/murmur.yaml", &Fixture::default().yaml());
+    home.write("f/broken/murmur.yaml", "name: broken\nversion: [\n");
+    let formation = |members: &str, entry: &str| {
+        format!("formation:\n  name: review\n  version: \"0.1.0\"\n{entry}  members:\n{members}")
+    };
+    let worker = "    a: { manifest: worker/murmur.yaml, calls: [b] }\n    b: { manifest: worker/murmur.yaml }\n";
+    let rows: Vec<(&str, String, &str, &str)> = vec![
+        (
+            "unknown member in calls",
+            formation("    a: { manifest: worker/murmur.yaml, calls: [ghost] }\n", "  entry: a\n"),
+            "error[E-MAN-009]: ",
+            "formation.members.a.calls[0] names ghost, which is not a member of this formation",
+        ),
+        (
+            "missing entry",
+            formation(worker, ""),
+            "error[E-MAN-009]: ",
+            "formation.entry is missing",
+        ),
+        (
+            "unknown entry",
+            formation(worker, "  entry: c\n"),
+            "error[E-MAN-009]: ",
+            "formation.entry names c, which is not a member",
+        ),
+        (
+            "two members pinned to one port",
+            formation(
+                "    a: { manifest: worker/murmur.yaml, port: 52999 }\n    b: { manifest: worker/murmur.yaml, port: 52999 }\n",
+                "  entry: a\n",
+            ),
+            "error[E-MAN-009]: ",
+            "members a and b are both pinned to port 52999",
+        ),
+        (
+            "a callee that takes no peer tasks",
+            formation(
+                "    a: { manifest: worker/murmur.yaml, calls: [b] }\n    b: { manifest: private/murmur.yaml }\n",
+                "  entry: a\n",
+            ),
+            "error[E-MAN-009]: ",
+            "/f/private/murmur.yaml does not set exports.peer_tasks.accept: true",
+        ),
+        (
+            "a missing member manifest",
+            formation("    a: { manifest: nowhere/murmur.yaml }\n", "  entry: a\n"),
+            "error[E-MAN-001]: member a: ",
+            "nowhere/murmur.yaml",
+        ),
+        (
+            "an invalid member manifest",
+            formation("    a: { manifest: broken/murmur.yaml }\n", "  entry: a\n"),
+            "error[E-MAN-002]: member a: ",
+            "broken/murmur.yaml",
+        ),
+        (
+            "a member name that is not a plain name",
+            formation("    \"a b\": { manifest: worker/murmur.yaml }\n", "  entry: a b\n"),
+            "error[E-MAN-",
+            "formation.members",
+        ),
+    ];
+    for (row, yaml, starts, says) in rows {
+        let path = home.write("f/formation.yaml", &yaml);
+        let (code, out, err) =
+            home.run(&["run", "--manifest", path.to_str().unwrap(), "--task", "x"]);
+        assert_eq!((code, out.as_str()), (1, ""), "{row}: {err}");
+        assert!(err.starts_with(starts), "{row}: {err}");
+        assert!(err.contains(says), "{row}: {err}");
+        assert!(
+            err.contains("\n  hint: "),
+            "{row}: a hint says how to fix it: {err}"
+        );
+        assert!(
+            !home.home.join("records").exists(),
+            "{row}: nothing was recorded"
+        );
+        assert!(
+            std::fs::read_dir(home.home.join("run")).map_or(true, |d| d.count() == 0),
+            "{row}: no record, token or wiring"
+        );
+        assert_eq!(
+            processes_of(&home),
+            Vec::<u32>::new(),
+            "{row}: nothing started"
+        );
+    }
+}
+
+#[test]
+fn a_taken_pinned_port_names_the_member_and_starts_nothing() {
+    let home = Home::new();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    home.write("f/worker/murmur.yaml", &member(Fixture::default()));
+    let path = home.write(
+        "f/formation.yaml",
+        &format!("formation:\n  name: review\n  version: \"0.1.0\"\n  entry: a\n  members:\n    a: {{ manifest: worker/murmur.yaml, calls: [b] }}\n    b: {{ manifest: worker/murmur.yaml, port: {port} }}\n"),
+    );
+    let (code, _, err) = home.run(&["run", "--manifest", path.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(
+        err.starts_with(&format!(
+            "error[E-RUN-010]: member b: port {port} is already in use\n  hint: "
+        )),
+        "{err}"
+    );
+    assert_eq!(processes_of(&home), Vec::<u32>::new());
+    assert!(std::fs::read_dir(home.home.join("run")).map_or(true, |d| d.count() == 0));
+}
+
+#[test]
+fn member_credentials_see_only_their_own_tasks() {
+    let home = Home::new();
+    let manifest = cycle(&home, "", "sleep");
+    let run = Running::start(&home, &manifest, &[], &[]);
+    let (coder_port, coder) = run.member("coder");
+    let credentials: Vec<String> = tokens(&home, &coder).into_iter().map(|(c, _)| c).collect();
+    assert_eq!(
+        credentials,
+        ["operator", "member:lead"],
+        "only lead calls coder"
+    );
+    let (_, reviewer) = run.member("reviewer");
+    let credentials: Vec<String> = tokens(&home, &reviewer)
+        .into_iter()
+        .map(|(c, _)| c)
+        .collect();
+    assert_eq!(credentials, ["operator", "member:lead", "member:coder"]);
+    let lead = token_of(&home, &coder, "member:lead");
+    let operator = token_of(&home, &coder, "operator");
+    // Every formation door is authenticated.
+    let anonymous = http(
+        coder_port,
+        "POST",
+        "/",
+        &[("Content-Type", "application/json"), ("A2A-Version", "1.0")],
+        br#"{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{}}"#,
+    );
+    assert_eq!(anonymous.status, 401);
+    let mine = rpc(
+        coder_port,
+        &lead,
+        "SendMessage",
+        message("from lead", false),
+    );
+    let mine = mine["result"]["task"]["id"].as_str().unwrap().to_owned();
+    let theirs = rpc(
+        coder_port,
+        &operator,
+        "SendMessage",
+        message("from the operator", false),
+    );
+    let theirs = theirs["result"]["task"]["id"].as_str().unwrap().to_owned();
+    let seen = rpc(coder_port, &lead, "ListTasks", json!({}));
+    let ids: Vec<&str> = seen["result"]["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [mine.as_str()]);
+    let hidden = rpc(coder_port, &lead, "GetTask", json!({"id": theirs}));
+    assert_eq!(hidden["error"]["code"], -32001, "{hidden}");
+    let all = rpc(coder_port, &operator, "ListTasks", json!({}));
+    assert_eq!(all["result"]["totalSize"], 2);
+    // A member credential reaches no session-wide method.
+    let stop = http(
+        coder_port,
+        "POST",
+        "/",
+        &[
+            ("Content-Type", "application/json"),
+            ("A2A-Version", "1.0"),
+            ("Authorization", &format!("Bearer {lead}")),
+        ],
+        br#"{"jsonrpc":"2.0","id":1,"method":"murmur.StopSession","params":{}}"#,
+    );
+    assert_eq!(stop.status, 403, "{}", stop.text());
+}
+
+fn kill_a_working_member(on_failure: &str) -> (Home, Running, String) {
+    let home = Home::new();
+    let manifest = cycle(&home, on_failure, "sleep");
+    let run = Running::start(&home, &manifest, &[], &[]);
+    let (coder_port, coder) = run.member("coder");
+    let lead = token_of(&home, &coder, "member:lead");
+    let pidfile = home.root.join("h.pid");
+    let sent = rpc(
+        coder_port,
+        &lead,
+        "SendMessage",
+        message(&format!("@pidfile {}\n@sleep 60", pidfile.display()), true),
+    );
+    let task = sent["result"]["task"]["id"].as_str().unwrap().to_owned();
+    wait_pid(&pidfile);
+    let rec: Value = serde_json::from_str(
+        &std::fs::read_to_string(home.home.join("run").join(format!("{coder}.json"))).unwrap(),
+    )
+    .unwrap();
+    signal(rec["pid"].as_u64().unwrap() as u32, 9);
+    (home, run, task)
+}
+
+fn assert_reported(home: &Home, run: &Running, task: &str, then: &str) {
+    let (_, coder) = run.member("coder");
+    assert!(wait_until(LONG, || run
+        .err
+        .lock()
+        .unwrap()
+        .contains("exited unexpectedly")));
+    let err = run.err.lock().unwrap().clone();
+    assert!(err.contains(&format!("mur: member coder (pid ")), "{err}");
+    assert!(
+        err.contains(&format!(
+            "exited unexpectedly with status 137; 1 of its tasks failed; {then}"
+        )),
+        "{err}"
+    );
+    let trace = home.trace(&coder);
+    let of_task: Vec<&str> = trace
+        .iter()
+        .filter(|e| e["task_id"] == task)
+        .map(|e| e["event_type"].as_str().unwrap())
+        .collect();
+    assert!(
+        of_task.ends_with(&["task_failed", "task_end"]),
+        "{of_task:?}"
+    );
+    let end = trace
+        .iter()
+        .find(|e| e["event_type"] == "task_end" && e["task_id"] == task)
+        .unwrap();
+    assert_eq!(end["status"], "failed");
+    let died = trace.last().unwrap();
+    assert_eq!(died["event_type"], "capsule_died");
+    assert_eq!(
+        (died["member"].as_str(), died["exit_status"].as_i64()),
+        (Some("coder"), Some(137))
+    );
+}
+
+#[test]
+fn kill_9_of_a_member_stops_the_formation_by_default() {
+    let (home, mut run, task) = kill_a_working_member("");
+    assert_eq!(run.wait_exit(LONG), Some(1));
+    assert_reported(
+        &home,
+        &run,
+        &task,
+        "stopping the formation (on_member_failure: stop)",
+    );
+    assert!(
+        wait_until(LONG, || processes_of(&home).is_empty()),
+        "{:?}",
+        processes_of(&home)
+    );
+    assert!(std::fs::read_dir(home.home.join("run")).unwrap().count() == 0);
+}
+
+#[test]
+fn kill_9_of_a_member_leaves_the_rest_running_when_asked() {
+    let (home, mut run, task) = kill_a_working_member("  on_member_failure: continue\n");
+    assert_reported(
+        &home,
+        &run,
+        &task,
+        "the formation goes on (on_member_failure: continue)",
+    );
+    let (lead_port, lead) = run.member("lead");
+    let operator = token_of(&home, &lead, "operator");
+    let done = rpc(
+        lead_port,
+        &operator,
+        "SendMessage",
+        message("still here", false),
+    );
+    assert_eq!(
+        done["result"]["task"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
+    let (code, out, _) = home.run(&["ps", "--json"]);
+    assert_eq!(code, 0);
+    let listed: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        listed.as_array().unwrap().len(),
+        2,
+        "the dead member's record is gone: {listed}"
+    );
+    signal(run.child.id(), 2);
+    assert_eq!(run.wait_exit(LONG), Some(0));
+    assert!(wait_until(LONG, || processes_of(&home).is_empty()));
+}
+
+#[test]
+fn no_minted_token_appears_anywhere_but_the_token_files() {
+    let home = Home::new();
+    let manifest = cycle(&home, "", "sleep");
+    let mut run = Running::start(&home, &manifest, &[], &[]);
+    let mut minted = Vec::new();
+    for (_, _, session) in &run.members {
+        minted.extend(tokens(&home, session).into_iter().map(|(_, t)| t));
+    }
+    assert_eq!(
+        minted.len(),
+        3 + 4,
+        "an operator per member and one token per call edge"
+    );
+    // Work flows through every door while the tokens are live.
+    let (lead_port, lead) = run.member("lead");
+    let operator = token_of(&home, &lead, "operator");
+    rpc(lead_port, &operator, "SendMessage", message("@env", false));
+    let files = |dir: &Path| -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        let mut stack = vec![dir.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else {
+                    out.push(p);
+                }
+            }
+        }
+        out
+    };
+    let is_token_file = |p: &Path| {
+        matches!(
+            p.extension().and_then(|e| e.to_str()),
+            Some("tokens" | "wiring")
+        )
+    };
+    let check = |what: &str, text: &str| {
+        for t in &minted {
+            assert!(!text.contains(t.as_str()), "a token appears in {what}");
+        }
+    };
+    for f in files(&home.home).iter().filter(|p| !is_token_file(p)) {
+        check(
+            &f.display().to_string(),
+            &String::from_utf8_lossy(&std::fs::read(f).unwrap()),
+        );
+    }
+    signal(run.child.id(), 2);
+    assert_eq!(run.wait_exit(LONG), Some(0));
+    for f in files(&home.home) {
+        assert!(!is_token_file(&f), "{} outlived the launch", f.display());
+        check(
+            &f.display().to_string(),
+            &String::from_utf8_lossy(&std::fs::read(&f).unwrap()),
+        );
+    }
+    check("mur run's stdout", &run.lines().join("\n"));
+    check("mur run's stderr", &run.err.lock().unwrap());
+}
