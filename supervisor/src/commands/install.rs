@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use capsule::manifest::{self, Artifact};
+use capsule::manifest::{self, Artifact, Document, Manifest};
 use capsule::process::Containment;
 
 use crate::error::{CliError, CliResult, Code};
@@ -59,12 +59,31 @@ fn containment() -> Result<Containment, String> {
 }
 
 pub fn run(manifest_path: &Path) -> CliResult<i32> {
-    let m = manifest::load(manifest_path).map_err(|e| CliError::Formatted(e.to_string()))?;
-    let mut missing = 0;
-    for a in &m.artifacts {
-        let (line, ok) = resolve(a);
-        println!("{line}");
-        missing += usize::from(!ok);
+    let document =
+        manifest::load_document(manifest_path).map_err(|e| CliError::Formatted(e.to_string()))?;
+    // A formation's members, each under its name; a capsule alone, as it is.
+    let capsules: Vec<(Option<String>, Manifest)> = match document {
+        Document::Capsule(m) => vec![(None, m)],
+        Document::Formation(f) => f
+            .members
+            .into_iter()
+            .map(|m| (Some(m.name), m.capsule))
+            .collect(),
+    };
+    let (mut missing, mut total) = (0, 0);
+    for (member, m) in &capsules {
+        if let Some(name) = member {
+            println!("member {name}: {} {}", m.name, m.version);
+        }
+        for a in &m.artifacts {
+            let (line, ok) = resolve(a);
+            match member {
+                Some(_) => println!("  {line}"),
+                None => println!("{line}"),
+            }
+            missing += usize::from(!ok);
+            total += 1;
+        }
     }
     match containment() {
         Ok(c) => println!("containment: {} ({})", c.mode.word(), c.reason),
@@ -78,13 +97,13 @@ pub fn run(manifest_path: &Path) -> CliResult<i32> {
         }
     }
     if missing > 0 {
+        let of = match (&capsules[..], manifest_path.display()) {
+            ([(None, m)], _) => m.name.clone(),
+            (_, path) => path.to_string(),
+        };
         return Err(CliError::new(
             Code::NotAvailable,
-            format!(
-                "{missing} of {} artifacts of {} are missing",
-                m.artifacts.len(),
-                m.name
-            ),
+            format!("{missing} of {total} artifacts of {of} are missing"),
             "install what the lines above name, then run `mur install` again",
         ));
     }
