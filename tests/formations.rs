@@ -504,7 +504,7 @@ fn assert_reported(home: &Home, run: &Running, task: &str, then: &str) {
         .unwrap()
         .contains("exited unexpectedly")));
     let err = run.err.lock().unwrap().clone();
-    assert!(err.contains(&format!("mur: member coder (pid ")), "{err}");
+    assert!(err.contains("mur: member coder (pid "), "{err}");
     assert!(
         err.contains(&format!(
             "exited unexpectedly with status 137; 1 of its tasks failed; {then}"
