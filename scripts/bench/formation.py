@@ -1,0 +1,200 @@
+#!/usr/bin/env python3
+"""Formation benchmarks (issue: formations), figures for BENCHMARKS.md, never asserted in tests.
+
+1. Ready time: from starting `mur run` on a formation of N offline workers to its announcement
+   (every member's door ready), for N = 1, 10, 50, beside the time this machine takes to
+   fork/exec N `true` processes one after another.
+2. call-member overhead: a lead calls a worker with `mur call-member` ROUNDS times; the overhead
+   of one call is its round trip minus the worker's own task time (from the worker's trace),
+   beside a raw loopback HTTP round trip (GetTask on the same door).
+
+Usage: scripts/bench/formation.py [ROUNDS]   (needs a release build: cargo build --release)
+Every process it starts is stopped before it exits; all traffic stays on 127.0.0.1.
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MUR = os.path.join(ROOT, "target", "release", "mur")
+WORKER = os.path.join(ROOT, "scripts", "harness", "worker.sh")
+
+
+def worker_manifest(path):
+    with open(path, "w") as f:
+        f.write(f"""name: worker
+version: "0.1.0"
+artifacts:
+  - name: local/driver-worker
+    version: "0.1.0"
+    runtime: driver
+    process:
+      command: ["{WORKER}"]
+inference:
+  transport: process
+  driver: {{ artifact: local/driver-worker }}
+lifecycle: {{ task_acceptance: queue, after_task: sleep, queue_depth: 100 }}
+exports: {{ peer_tasks: {{ accept: true }} }}
+""")
+
+
+def formation(path, n, lead=None):
+    members = "".join(f"    w{i}: {{ manifest: worker.yaml }}\n" for i in range(n))
+    entry = "w0"
+    if lead:
+        members = f"    lead: {{ manifest: {lead}, calls: [w0] }}\n" + members
+        entry = "lead"
+    with open(path, "w") as f:
+        f.write(f'formation:\n  name: bench\n  version: "0.1.0"\n  entry: {entry}\n  members:\n{members}')
+
+
+def launch(manifest, home, args=()):
+    env = dict(os.environ, MURMUR_HOME=home)
+    proc = subprocess.Popen([MUR, "run", "--manifest", manifest, *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env, text=True)
+    lines = []
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line.rstrip("\n"))
+        if line.startswith("session: "):
+            return proc, lines
+    proc.kill()
+    raise SystemExit(f"the formation was not announced: {lines} {proc.stderr.read()}")
+
+
+def stop(proc):
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def ready_time(work, n):
+    home = tempfile.mkdtemp(prefix="murmur-bench-home-")
+    try:
+        path = os.path.join(work, f"formation-{n}.yaml")
+        formation(path, n)
+        start = time.monotonic()
+        proc, _ = launch(path, home)
+        took = time.monotonic() - start
+        stop(proc)
+        return took
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def fork_exec(n):
+    start = time.monotonic()
+    subprocess.run(["bash", "-c", f"for i in $(seq {n}); do /bin/true; done"], check=True)
+    return time.monotonic() - start
+
+
+def call_member_overhead(work, rounds):
+    home = tempfile.mkdtemp(prefix="murmur-bench-home-")
+    lead_script = os.path.join(work, "lead.sh")
+    with open(lead_script, "w") as f:
+        f.write(f"""#!/usr/bin/env bash
+set -euo pipefail
+cat > /dev/null
+for i in $(seq {rounds}); do
+  s=$(date +%s%N); mur call-member w0 "round $i" > /dev/null; e=$(date +%s%N)
+  echo $(( (e - s) / 1000 ))
+done
+""")
+    os.chmod(lead_script, 0o755)
+    with open(os.path.join(work, "lead.yaml"), "w") as f:
+        f.write(f"""name: lead
+version: "0.1.0"
+artifacts:
+  - name: local/lead
+    version: "0.1.0"
+    runtime: driver
+    process:
+      command: ["{lead_script}"]
+inference:
+  transport: process
+  driver: {{ artifact: local/lead }}
+lifecycle: {{ task_acceptance: single, after_task: exit }}
+""")
+    path = os.path.join(work, "call.yaml")
+    formation(path, 1, lead="lead.yaml")
+    try:
+        proc, lines = launch(path, home, ["--task", "go"])
+        worker_session = next(l.split(" session ")[1] for l in lines if l.startswith("member w0:"))
+        worker_port = int(next(l.split("localhost:")[1].split(" ")[0] for l in lines if l.startswith("member w0:")))
+        out, err = proc.communicate(timeout=600)
+        calls_us = [int(x) for x in out.split() if x.isdigit()]
+        trace = []
+        for root, _, files in os.walk(os.path.join(home, "records")):
+            if root.endswith(worker_session) and "trace.jsonl" in files:
+                with open(os.path.join(root, "trace.jsonl")) as t:
+                    trace = [json.loads(l) for l in t if l.strip()]
+        worker_us = [e["duration_ms"] * 1000 for e in trace if e.get("event_type") == "task_end" and "duration_ms" in e]
+        return calls_us, worker_us, worker_port
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def raw_round_trip(rounds):
+    """GetTask-free raw loopback HTTP round trip: the agent card of a lone capsule."""
+    home = tempfile.mkdtemp(prefix="murmur-bench-home-")
+    work = tempfile.mkdtemp(prefix="murmur-bench-")
+    try:
+        path = os.path.join(work, "worker.yaml")
+        worker_manifest(path)
+        proc, lines = launch(path, home)
+        port = int(lines[0].split("localhost:")[1])
+        url = f"http://127.0.0.1:{port}/.well-known/agent-card.json"
+        times = []
+        for _ in range(rounds):
+            s = time.monotonic()
+            urllib.request.urlopen(url, timeout=10).read()
+            times.append((time.monotonic() - s) * 1e6)
+        stop(proc)
+        return times
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def median(xs):
+    xs = sorted(xs)
+    return xs[len(xs) // 2] if xs else float("nan")
+
+
+def main():
+    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 50
+    if not os.access(MUR, os.X_OK):
+        raise SystemExit("build first: cargo build --release")
+    work = tempfile.mkdtemp(prefix="murmur-bench-")
+    try:
+        worker_manifest(os.path.join(work, "worker.yaml"))
+        print("members  ready (s)  fork/exec true (s)  target: < 2 x fork/exec + 1 s")
+        for n in (1, 10, 50):
+            ready = ready_time(work, n)
+            bare = fork_exec(n)
+            print(f"{n:>7}  {ready:>9.3f}  {bare:>18.4f}  {'met' if ready < 2 * bare + 1 else 'MISSED'}")
+        calls, worker, _ = call_member_overhead(work, rounds)
+        raw = raw_round_trip(rounds)
+        overhead = [c - w for c, w in zip(calls, worker)]
+        print(f"call-member, {len(calls)} calls: median round trip {median(calls) / 1000:.2f} ms, "
+              f"worker task {median(worker) / 1000:.2f} ms, overhead {median(overhead) / 1000:.2f} ms "
+              f"(target < 3 ms)")
+        print(f"raw loopback HTTP round trip (python urllib, agent card): median {median(raw) / 1000:.2f} ms")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
