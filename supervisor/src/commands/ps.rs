@@ -46,22 +46,24 @@ pub async fn run(as_json: bool) -> CliResult<i32> {
     }
     if as_json {
         let list: Vec<Value> = rows.iter().map(json_entry).collect();
-        println!("{}", Value::Array(list));
+        super::emit(&format!("{}\n", Value::Array(list)));
         return Ok(0);
     }
     if rows.is_empty() {
-        println!("no capsule is running");
+        super::emit("no capsule is running\n");
         return Ok(0);
     }
-    println!(
-        "{:<4} {:<36} {:<20} {:<24} {:>8}  STATUS",
+    let mut text = format!(
+        "{:<4} {:<36} {:<20} {:<24} {:>8}  STATUS\n",
         "", "SESSION", "CAPSULE", "URL", "PID"
     );
     for item in group(rows) {
         for line in item_lines(&item) {
-            println!("{line}");
+            text.push_str(&line);
+            text.push('\n');
         }
     }
+    super::emit(&text);
     Ok(0)
 }
 

@@ -65,7 +65,7 @@ pub fn run(address: Option<&str>, workdir: Option<&Path>, formation: bool) -> Cl
     let cwd = cwd.canonicalize().unwrap_or(cwd);
     let path = trace_path(address, &cwd)?;
     if formation {
-        print!("{}", formation_view(&path)?);
+        super::emit(&formation_view(&path)?);
         return Ok(0);
     }
     let text = std::fs::read_to_string(&path).map_err(|e| {
@@ -75,7 +75,7 @@ pub fn run(address: Option<&str>, workdir: Option<&Path>, formation: bool) -> Cl
             "check the path",
         )
     })?;
-    print!("{}", render(&parse(&text)));
+    super::emit(&render(&parse(&text)));
     Ok(0)
 }
 
