@@ -24,6 +24,8 @@ pub enum Code {
     NoSuchSession,
     /// A session address matches several sessions.
     AmbiguousSession,
+    /// A command that reads a formation was given a session that is not a formation member.
+    NotAFormationMember,
     /// A door could not be reached or answered something unreadable.
     Unreachable,
     /// A door answered a JSON-RPC error.
@@ -36,7 +38,7 @@ pub enum Code {
     Containment,
 }
 
-const TABLE: [(Code, &str); 14] = [
+const TABLE: [(Code, &str); 15] = [
     (Code::PortInUse, "E-RUN-010"),
     (Code::BindFailed, "E-RUN-011"),
     (Code::CapsuleDidNotStart, "E-RUN-012"),
@@ -46,6 +48,7 @@ const TABLE: [(Code, &str); 14] = [
     (Code::Records, "E-RUN-040"),
     (Code::NoSuchSession, "E-CLI-001"),
     (Code::AmbiguousSession, "E-CLI-002"),
+    (Code::NotAFormationMember, "E-CLI-003"),
     (Code::Unreachable, "E-CLI-010"),
     (Code::Refused, "E-CLI-011"),
     (Code::Helper, "E-CLI-020"),

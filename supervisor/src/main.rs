@@ -92,6 +92,9 @@ enum TraceCmd {
         address: Option<String>,
         #[arg(long)]
         workdir: Option<PathBuf>,
+        /// Every member's trace of the addressed member's formation, interleaved by time
+        #[arg(long)]
+        formation: bool,
     },
 }
 
@@ -155,8 +158,13 @@ async fn dispatch(cmd: Cmd) -> CliResult<i32> {
         }
         Cmd::Install { manifest } => commands::install::run(&manifest),
         Cmd::Trace {
-            command: TraceCmd::Show { address, workdir },
-        } => commands::trace::run(address.as_deref(), workdir.as_deref()),
+            command:
+                TraceCmd::Show {
+                    address,
+                    workdir,
+                    formation,
+                },
+        } => commands::trace::run(address.as_deref(), workdir.as_deref(), formation),
         Cmd::RequestInput { question } => {
             commands::helpers::request_input(&question.join(" ")).await
         }

@@ -200,6 +200,85 @@ pub fn resolve_running(address: Option<&str>) -> CliResult<RunningCapsule> {
         })
 }
 
+/// The running capsules `mur run` launched together with `rec` — the members of its formation,
+/// itself included — in the formation's roster order (the order `mur run` announced them). A
+/// lone capsule is a launch of one.
+pub fn launch_of(rec: &RunningCapsule, all: &[RunningCapsule]) -> Vec<RunningCapsule> {
+    if rec.formation.is_none() {
+        return vec![rec.clone()];
+    }
+    let mut members: Vec<RunningCapsule> = all
+        .iter()
+        .filter(|r| same_launch(r, rec))
+        .cloned()
+        .collect();
+    if !members.iter().any(|r| r.session_id == rec.session_id) {
+        members.push(rec.clone());
+    }
+    let order = roster(&rec.records)
+        .ok()
+        .flatten()
+        .map(|r| r.sessions())
+        .unwrap_or_default();
+    members.sort_by_key(|r| roster_rank(&order, &r.session_id));
+    members
+}
+
+/// Two records are one launch's when they name the same formation and the same `mur run`.
+pub fn same_launch(a: &RunningCapsule, b: &RunningCapsule) -> bool {
+    a.formation.is_some() && a.formation == b.formation && a.supervisor_pid == b.supervisor_pid
+}
+
+/// Where a session comes in a roster: its place, then (for a session the roster does not name)
+/// after every named one, by session id, which is launch order (UUIDv7).
+pub fn roster_rank(order: &[String], session_id: &str) -> (usize, String) {
+    let at = order
+        .iter()
+        .position(|s| s == session_id)
+        .unwrap_or(order.len());
+    (at, session_id.to_owned())
+}
+
+/// A formation member's `formation.json` (written by `mur run` into its session folder): the
+/// formation, its entry and every member's session, in roster order.
+#[derive(Deserialize, Debug, Clone)]
+pub struct Roster {
+    pub formation: String,
+    pub version: String,
+    pub entry: String,
+    /// Member name → session id, in the order the formation lists its members.
+    pub members: serde_json::Map<String, serde_json::Value>,
+}
+
+impl Roster {
+    /// (member, session id) in roster order.
+    pub fn members(&self) -> Vec<(String, String)> {
+        self.members
+            .iter()
+            .map(|(name, s)| (name.clone(), s.as_str().unwrap_or_default().to_owned()))
+            .collect()
+    }
+
+    /// Every member's session id, in roster order.
+    pub fn sessions(&self) -> Vec<String> {
+        self.members().into_iter().map(|(_, s)| s).collect()
+    }
+}
+
+/// The roster in a session folder: `Ok(None)` when the session is not a formation member (it
+/// has no `formation.json`), `Err` with the reason when the file is there but unreadable.
+pub fn roster(session_dir: &Path) -> Result<Option<Roster>, String> {
+    let path = session_dir.join(crate::formation::launch::ROSTER);
+    let text = match fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+    };
+    serde_json::from_str(&text)
+        .map(Some)
+        .map_err(|e| format!("{} is not a formation roster: {e}", path.display()))
+}
+
 /// The recorded sessions of `workdir`, newest first, as (session id, folder).
 pub fn recorded(workdir: &Path) -> Vec<(String, PathBuf)> {
     let mut found = Vec::new();

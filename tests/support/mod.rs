@@ -857,3 +857,91 @@ pub fn rss_kb(pid: u32) -> Option<u64> {
         .parse()
         .ok()
 }
+
+// ---------------------------------------------------------------------------------------------
+// Formations: `mur run` announces one `member NAME: url localhost:PORT session ses_…` line per
+// member, then the entry's two lines.
+
+/// One member of a launched formation, as `mur run` announced it.
+#[derive(Debug, Clone)]
+pub struct Member {
+    pub name: String,
+    pub port: u16,
+    pub session: String,
+}
+
+impl Member {
+    /// Parses `member NAME: url localhost:PORT session SESSION`.
+    fn parse(line: &str) -> Option<Member> {
+        let rest = line.strip_prefix("member ")?;
+        let (name, rest) = rest.split_once(": url localhost:")?;
+        let (port, session) = rest.split_once(" session ")?;
+        Some(Member {
+            name: name.to_owned(),
+            port: port.parse().ok()?,
+            session: session.to_owned(),
+        })
+    }
+}
+
+impl Launch {
+    /// `mur run --manifest FORMATION ARGS`, waiting (bounded) for every member's line and the
+    /// entry's two; answers the launch (its port and session are the entry's) and the members
+    /// in the order they were announced.
+    pub fn start_formation(home: &Home, manifest: &Path, args: &[&str]) -> (Launch, Vec<Member>) {
+        let mut child = home
+            .mur()
+            .arg("run")
+            .arg("--manifest")
+            .arg(manifest)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let rest = Arc::new(Mutex::new(String::new()));
+        let rest2 = rest.clone();
+        std::thread::spawn(move || {
+            let mut lines = BufReader::new(stdout).lines();
+            for l in lines.by_ref() {
+                let Ok(l) = l else { return };
+                let last = l.starts_with("session: ");
+                let _ = tx.send(l);
+                if last {
+                    break;
+                }
+            }
+            for l in lines.map_while(Result::ok) {
+                let mut r = rest2.lock().unwrap();
+                r.push_str(&l);
+                r.push('\n');
+            }
+        });
+        let mut members = Vec::new();
+        let mut launch = Launch {
+            child,
+            port: 0,
+            session: String::new(),
+            rest,
+        };
+        loop {
+            let line = rx
+                .recv_timeout(Duration::from_secs(30))
+                .expect("mur run did not announce the formation");
+            if let Some(m) = Member::parse(&line) {
+                members.push(m);
+            } else if let Some(port) = line.strip_prefix("murmur: url localhost:") {
+                launch.port = port.parse().unwrap();
+            } else if let Some(session) = line.strip_prefix("session: ") {
+                launch.session = session.to_owned();
+                break;
+            } else {
+                panic!("unexpected announcement line {line:?}");
+            }
+        }
+        (launch, members)
+    }
+}

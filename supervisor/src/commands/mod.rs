@@ -52,3 +52,11 @@ pub fn residue_lines(items: &[Value]) -> Vec<String> {
         })
         .collect()
 }
+
+/// Writes a command's whole output. A reader that went away (`mur trace show | head`) ends the
+/// output quietly: `print!` would panic on the broken pipe.
+pub fn emit(text: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
+}

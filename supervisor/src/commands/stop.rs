@@ -1,5 +1,11 @@
 //! `mur stop ADDRESS`: murmur.StopSession for the account of what the session leaves running,
 //! then SIGTERM to the launch, which stops the capsule and sweeps everything it started.
+//!
+//! A formation member is stopped with its whole formation: its members share one `mur run`, and
+//! that launch can only end whole (DESIGN §3). Every member gives its account first, under a
+//! `member NAME: session ID` line, so what the formation leaves running is read while every
+//! capsule can still be asked; then the shared supervisor is signalled, and `mur stop` returns
+//! once every member's process is gone.
 
 use std::time::{Duration, Instant};
 
@@ -10,30 +16,21 @@ use serde_json::{json, Value};
 use super::{refused, residue_lines};
 use crate::client;
 use crate::error::{CliError, CliResult, Code};
-use crate::records;
+use crate::records::{self, RunningCapsule};
+
+/// How long the launch has to end after SIGTERM (its own stop is 5 s of accounts, 10 s of
+/// grace, then SIGKILL and a sweep).
+const ENDS_WITHIN: Duration = Duration::from_secs(30);
+/// How long each formation member has to give its account; one that hangs must not keep the
+/// others running.
+const ACCOUNT_WITHIN: Duration = Duration::from_secs(30);
 
 pub async fn run(address: &str) -> CliResult<i32> {
     let rec = records::resolve_running(Some(address))?;
-    let door = client::DoorRef::of(&rec);
-    let answer = client::rpc(&door, "murmur.StopSession", json!({})).await?;
-    let result = answer.map_err(|e| refused(&rec.url, &e))?;
-    let canceled: Vec<&str> = result
-        .get("canceled")
-        .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
-    if canceled.is_empty() {
-        println!("canceled: nothing was running");
+    if rec.formation.is_some() {
+        return stop_formation(records::launch_of(&rec, &records::running())).await;
     }
-    for id in canceled {
-        println!("canceled: {id}");
-    }
-    let residue = result
-        .get("residue")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    for line in residue_lines(&residue) {
+    for line in account(&rec).await? {
         println!("{line}");
     }
     let target = if rec.supervisor_pid != 0 {
@@ -41,19 +38,142 @@ pub async fn run(address: &str) -> CliResult<i32> {
     } else {
         rec.pid
     };
-    let _ = kill(Pid::from_raw(target as i32), Signal::SIGTERM);
+    signal_term(target);
     // Return once the launch has ended, so nothing it started is left when we do.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while records::process_running(target) && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_gone(&[target]).await;
     if records::process_running(rec.pid) {
-        return Err(CliError::new(
-            Code::Unreachable,
-            format!("session {} did not end within 30s", rec.session_id),
-            format!("kill it with `kill -KILL -{}`", rec.pid),
-        ));
+        return Err(not_ended(&[&rec]));
     }
     println!("stopped: {}", rec.session_id);
     Ok(0)
+}
+
+/// murmur.StopSession on one session, as the lines `mur stop` prints: `canceled:` per task (or
+/// `canceled: nothing was running`), then `running:` / `ended:` per residue item.
+async fn account(rec: &RunningCapsule) -> CliResult<Vec<String>> {
+    let door = client::DoorRef::of(rec);
+    let answer = client::rpc(&door, "murmur.StopSession", json!({})).await?;
+    let result = answer.map_err(|e| refused(&rec.url, &e))?;
+    let canceled: Vec<&str> = result
+        .get("canceled")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let mut lines = Vec::new();
+    if canceled.is_empty() {
+        lines.push("canceled: nothing was running".to_owned());
+    }
+    lines.extend(canceled.iter().map(|id| format!("canceled: {id}")));
+    let residue = result
+        .get("residue")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    lines.extend(residue_lines(&residue));
+    Ok(lines)
+}
+
+/// Stops every member of one formation launch (`members` in roster order).
+async fn stop_formation(members: Vec<RunningCapsule>) -> CliResult<i32> {
+    for (rec, lines) in accounts(&members).await {
+        println!("member {}: session {}", member_of(rec), rec.session_id);
+        match lines {
+            Ok(lines) => lines.iter().for_each(|l| println!("{l}")),
+            // The formation is stopped all the same: an account that cannot be read must not
+            // leave every other member running.
+            Err(e) => eprintln!("warning: member {} gave no account: {e}", member_of(rec)),
+        }
+    }
+    let supervisor = members.first().map(|m| m.supervisor_pid).unwrap_or(0);
+    let mut pids: Vec<u32> = members.iter().map(|m| m.pid).collect();
+    if supervisor != 0 && records::process_running(supervisor) {
+        signal_term(supervisor);
+        pids.push(supervisor);
+    } else {
+        // The launch is gone but its members are not: end them one by one.
+        members.iter().for_each(|m| signal_term(m.pid));
+    }
+    wait_gone(&pids).await;
+    let left: Vec<&RunningCapsule> = members
+        .iter()
+        .filter(|m| records::process_running(m.pid))
+        .collect();
+    if !left.is_empty() {
+        return Err(not_ended(&left));
+    }
+    for m in &members {
+        println!("stopped: {}", m.session_id);
+    }
+    Ok(0)
+}
+
+/// Every member's account, asked of all at once (each may take a harness's grace to settle),
+/// answered in `members`' order.
+async fn accounts(members: &[RunningCapsule]) -> Vec<(&RunningCapsule, CliResult<Vec<String>>)> {
+    let mut asked = tokio::task::JoinSet::new();
+    for (i, m) in members.iter().enumerate() {
+        let m = m.clone();
+        asked.spawn(async move {
+            let lines = tokio::time::timeout(ACCOUNT_WITHIN, account(&m))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(CliError::new(
+                        Code::Unreachable,
+                        format!(
+                            "the door at {} gave no account within {}s",
+                            m.url,
+                            ACCOUNT_WITHIN.as_secs()
+                        ),
+                        "the formation is stopped all the same; read its trace with `mur trace show --formation`",
+                    ))
+                });
+            (i, lines)
+        });
+    }
+    let mut answered: Vec<(usize, CliResult<Vec<String>>)> = Vec::new();
+    while let Some(joined) = asked.join_next().await {
+        if let Ok(answer) = joined {
+            answered.push(answer);
+        }
+    }
+    answered.sort_by_key(|(i, _)| *i);
+    answered
+        .into_iter()
+        .map(|(i, lines)| (&members[i], lines))
+        .collect()
+}
+
+fn member_of(rec: &RunningCapsule) -> &str {
+    rec.member.as_deref().unwrap_or(&rec.name)
+}
+
+fn signal_term(pid: u32) {
+    let _ = kill(Pid::from_raw(pid as i32), Signal::SIGTERM);
+}
+
+/// Waits (at most [`ENDS_WITHIN`]) until none of `pids` runs.
+async fn wait_gone(pids: &[u32]) {
+    let deadline = Instant::now() + ENDS_WITHIN;
+    while pids.iter().any(|p| records::process_running(*p)) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn not_ended(left: &[&RunningCapsule]) -> CliError {
+    let sessions: Vec<&str> = left.iter().map(|r| r.session_id.as_str()).collect();
+    let groups: Vec<String> = left.iter().map(|r| format!("-{}", r.pid)).collect();
+    let noun = if left.len() == 1 {
+        "session"
+    } else {
+        "sessions"
+    };
+    CliError::new(
+        Code::Unreachable,
+        format!(
+            "{noun} {} did not end within {}s",
+            sessions.join(", "),
+            ENDS_WITHIN.as_secs()
+        ),
+        format!("kill it with `kill -KILL {}`", groups.join(" ")),
+    )
 }

@@ -1,5 +1,7 @@
 //! `mur token [ADDRESS]`: each credential of a running authenticated session and its token, one
-//! per line, `operator <token>` first.
+//! per line, `operator <token>` first. A formation member's own door is addressed by its own
+//! session: its operator, its manifest's declared credentials, then `member:<caller>` for each
+//! member whose `calls` name it (the order `run/<session>.tokens` keeps).
 
 use crate::error::{CliError, CliResult, Code};
 use crate::records;
@@ -26,8 +28,10 @@ pub fn run(address: Option<&str>) -> CliResult<i32> {
             "declare network.authentication in the manifest to have tokens minted",
         ));
     }
-    for (credential, token) in list {
-        println!("{credential} {token}");
-    }
+    let lines: String = list
+        .iter()
+        .map(|(credential, token)| format!("{credential} {token}\n"))
+        .collect();
+    super::emit(&lines);
     Ok(0)
 }
