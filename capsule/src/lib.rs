@@ -11,6 +11,7 @@ pub mod door;
 pub mod harness;
 pub mod ids;
 pub mod manifest;
+pub mod policy;
 pub mod private;
 pub mod process;
 pub mod refusal;
