@@ -14,6 +14,7 @@ pub mod manifest;
 pub mod policy;
 pub mod private;
 pub mod process;
+pub mod provenance;
 pub mod refusal;
 pub mod runtime;
 pub mod session;

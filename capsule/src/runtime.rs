@@ -243,6 +243,8 @@ fn admit_launch(session: &Session, launch: &LaunchTask) -> Option<crate::ids::Ta
         message_id: crate::ids::MessageId::mint().to_string(),
         reference_task_ids: vec![],
         forget_session: launch.forget_session,
+        // The user wrote it.
+        trust: crate::provenance::Trust::Trusted,
     };
     match session.admit(
         launch.context_id.clone(),

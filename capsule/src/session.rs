@@ -147,9 +147,10 @@ impl Session {
     ) -> Admission {
         // The launch's message id is one the runtime minted, not one a client sent.
         let message_id = match origin {
-            Origin::Client => Some(input.message_id.clone()),
+            Origin::Client | Origin::Peer => Some(input.message_id.clone()),
             Origin::Launch => None,
         };
+        let trust = input.trust;
         let admission = self.registry.admit(context_id, owner, input);
         if let Admission::Accepted(id, task) = &admission {
             self.trace.event(TraceEvent::A2aTaskReceived {
@@ -157,6 +158,7 @@ impl Session {
                 context_id: task["contextId"].as_str().unwrap_or_default().to_owned(),
                 message_id,
                 origin,
+                trust,
             });
         }
         admission

@@ -12,6 +12,7 @@ use crate::clock::Millis;
 use crate::ids::{SessionId, TaskId};
 use crate::manifest::Interrupt;
 use crate::process::Mode;
+pub use crate::provenance::{Origin, Trust};
 use crate::tasks::TaskState;
 
 /// One trace record, without the three keys every record starts with (`event_type`,
@@ -44,6 +45,7 @@ pub enum TraceEvent {
         #[serde(skip_serializing_if = "Option::is_none")]
         message_id: Option<String>,
         origin: Origin,
+        trust: Trust,
     },
     TaskStart {
         task_id: TaskId,
@@ -116,16 +118,6 @@ pub enum TraceEvent {
     TraceRecordsLost {
         lost: u64,
     },
-}
-
-/// Where an accepted task came from.
-#[derive(Serialize, Debug, Clone, Copy, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub enum Origin {
-    /// A SendMessage or SendStreamingMessage on the door.
-    Client,
-    /// `mur run --task`.
-    Launch,
 }
 
 /// What a cancel interrupted.
@@ -382,9 +374,10 @@ mod tests {
                 context_id: "ctx_1".into(),
                 message_id: Some("m1".into()),
                 origin: Origin::Client,
+                trust: Trust::Trusted,
             },
             "a2a_task_received",
-            r#""task_id":"tsk_1","context_id":"ctx_1","message_id":"m1","origin":"client""#,
+            r#""task_id":"tsk_1","context_id":"ctx_1","message_id":"m1","origin":"client","trust":"trusted""#,
         );
         written(
             TraceEvent::A2aTaskReceived {
@@ -392,9 +385,21 @@ mod tests {
                 context_id: "ctx_1".into(),
                 message_id: None,
                 origin: Origin::Launch,
+                trust: Trust::Trusted,
             },
             "a2a_task_received",
-            r#""task_id":"tsk_1","context_id":"ctx_1","origin":"launch""#,
+            r#""task_id":"tsk_1","context_id":"ctx_1","origin":"launch","trust":"trusted""#,
+        );
+        written(
+            TraceEvent::A2aTaskReceived {
+                task_id: tsk(),
+                context_id: "ctx_1".into(),
+                message_id: Some("msg_1".into()),
+                origin: Origin::Peer,
+                trust: Trust::Untrusted,
+            },
+            "a2a_task_received",
+            r#""task_id":"tsk_1","context_id":"ctx_1","message_id":"msg_1","origin":"peer","trust":"untrusted""#,
         );
     }
 

@@ -14,7 +14,7 @@ mod writer;
 
 pub use event::{
     EndStatus, ExitCause, InterruptSent, Interrupted, Origin, Ran, RequestedBy, SessionMode, Tool,
-    TraceEvent,
+    TraceEvent, Trust,
 };
 
 use std::fs::File;
