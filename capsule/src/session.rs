@@ -10,6 +10,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
+use crate::errands::Errands;
 use crate::harness::HarnessSessions;
 use crate::ids::{SessionId, TaskId};
 use crate::manifest::Manifest;
@@ -44,6 +45,8 @@ pub struct Session {
     pub wiring: Option<Wiring>,
     /// Where this capsule may connect (`capabilities.network.allow`, plus a member's callees).
     pub allow: Vec<String>,
+    /// What each running task's helpers have in flight, and leave for its ending.
+    pub errands: Errands,
     /// Set once the capsule is going down.
     pub shutdown: watch::Sender<bool>,
 }
@@ -80,6 +83,7 @@ impl Session {
             task_tokens: Mutex::new(HashMap::new()),
             residue: Residue::default(),
             allow: manifest_allow,
+            errands: Errands::default(),
             wiring: None,
             shutdown: watch::channel(false).0,
         }
