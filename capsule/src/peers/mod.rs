@@ -45,3 +45,6 @@ pub fn message(text: &str, context_id: Option<&str>, task_id: Option<&str>) -> V
 fn text_of(v: &Value, key: &str) -> Option<String> {
     v.get(key).and_then(Value::as_str).map(str::to_owned)
 }
+
+#[cfg(test)]
+mod tests;
