@@ -238,15 +238,22 @@ fn end_without_answer_fails_the_task_with_no_answer_however_the_harness_exits() 
     let printed = home.root.join("printed");
     let done = run.send(
         &format!(
-            "@run mur end-without-answer nothing to say > {p}; echo code=$? >> {p}",
+            "@run mur end-without-answer nothing to say > {p}; echo code=$? >> {p}; \
+             mur request-input still there? >> {p} 2>&1; echo code=$? >> {p}",
             p = printed.display()
         ),
         false,
     );
-    assert_eq!(done["result"]["task"]["status"]["state"], "TASK_STATE_FAILED");
+    assert_eq!(
+        done["result"]["task"]["status"]["state"],
+        "TASK_STATE_FAILED"
+    );
     assert_eq!(
         std::fs::read_to_string(&printed).unwrap(),
-        "the task ends without an answer (TASK_STATE_FAILED); exit now\ncode=0\n"
+        "the task ends without an answer (TASK_STATE_FAILED); exit now\ncode=0\n\
+         error[E-CLI-020]: request-input was refused: the task is ending without an answer \
+         (end-without-answer ran): exit now\n  hint: end-without-answer ran: exit now\ncode=1\n",
+        "and nothing more is waited for"
     );
 }
 

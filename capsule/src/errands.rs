@@ -170,6 +170,11 @@ impl Errands {
         })
     }
 
+    /// True once the task ran end-without-answer: it waits for nothing more.
+    pub fn is_ending(&self, task: &TaskId) -> bool {
+        self.lock().get(task).is_some_and(|o| o.no_answer.is_some())
+    }
+
     /// A member call of the task gave no answer: it goes into the task's noAnswerBelow.
     pub fn gave_no_answer(&self, task: &TaskId, call: NoAnswer) {
         if let Some(open) = self.lock().get_mut(task) {
@@ -305,6 +310,7 @@ mod tests {
             errands.begin(&task).err(),
             Some(Refused::EndingWithoutAnswer)
         );
+        assert!(errands.is_ending(&task));
         drop(ticket);
         let closed = errands.close(&task).await;
         assert_eq!(closed.no_answer.as_deref(), Some("q gave no answer"));

@@ -2,14 +2,15 @@
 //! artifact until a message names it; the reply is the answer.
 //!
 //! Request `{"question": "…"}`; answer `200 {"reply": "…"}`, or 409 `task_not_working` /
-//! `task_canceled`.
+//! `task_canceled` / `task_ending`.
 
 use bytes::Bytes;
 use hyper::StatusCode;
 use serde_json::{json, Map, Value};
 
-use super::{bad_request, text};
+use super::{bad_request, refused, text};
 use crate::door::{json_response, plain_error, Door, HttpResponse};
+use crate::errands::Refused;
 use crate::ids::TaskId;
 use crate::trace::{Tool, TraceEvent};
 
@@ -24,6 +25,10 @@ pub async fn handle(door: &Door, task: TaskId, body: &Map<String, Value>) -> Htt
             question: question.clone(),
         },
     });
+    // A task ending without an answer waits for nothing, a reply included.
+    if session.errands.is_ending(&task) {
+        return refused(Refused::EndingWithoutAnswer);
+    }
     let Some(waiter) = session.registry.request_input(&task, question) else {
         return plain_error(
             StatusCode::CONFLICT,
