@@ -137,8 +137,9 @@ fn a_destination_off_the_allow_list_is_refused_and_never_connected_to() {
     let port = listener.local_addr().unwrap().port();
     let sender = launch(&home, "sender", &allowing(&["localhost:1".into()]));
     for (url, shown) in [
+        // A query may carry a secret: no record keeps more than scheme, host and port.
         (
-            format!("http://localhost:{port}"),
+            format!("'http://localhost:{port}/a2a?key=s3cret'"),
             format!("localhost:{port}"),
         ),
         // localhost and 127.0.0.1 are different hosts.
@@ -169,6 +170,12 @@ fn a_destination_off_the_allow_list_is_refused_and_never_connected_to() {
         refused[0]["destination"],
         format!("http://localhost:{port}")
     );
+    assert_eq!(
+        refused[1]["destination"],
+        format!("http://127.0.0.1:{port}")
+    );
+    let trace = std::fs::read_to_string(home.records(&sender.session).join("trace.jsonl")).unwrap();
+    assert!(!trace.contains("s3cret"), "{trace}");
 }
 
 #[test]

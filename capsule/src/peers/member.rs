@@ -71,7 +71,7 @@ pub async fn call(
         Err(refusal) => {
             session.trace.event(TraceEvent::NetworkRefused {
                 caller_task_id: caller.clone(),
-                destination: callee.url.clone(),
+                destination: policy::shown(&callee.url),
                 reason: refusal.reason.clone(),
             });
             unanswered(member, CallStatus::Unreachable, None, refusal.reason)

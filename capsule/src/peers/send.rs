@@ -79,7 +79,7 @@ pub async fn send(
         Err(refusal) => {
             session.trace.event(TraceEvent::NetworkRefused {
                 caller_task_id: caller.clone(),
-                destination: out.url.to_owned(),
+                destination: policy::shown(out.url),
                 reason: refusal.reason.clone(),
             });
             return Err(NotDelivered::NotAllowed(refusal.reason));

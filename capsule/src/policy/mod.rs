@@ -53,12 +53,20 @@ impl Allowed {
     }
 }
 
+/// How a record names a destination it was asked for: `scheme://host:port`, never its path or
+/// query (which may carry a secret), and nothing of one that does not read.
+pub fn shown(url: &str) -> String {
+    Target::parse(url)
+        .map(|t| t.origin())
+        .unwrap_or_else(|_| "(an unreadable destination)".into())
+}
+
 /// Checks `url` against `allow` (entries as written; an entry that does not parse allows
 /// nothing). Answers the destination [`dial`] may connect to, or why not.
 pub fn check(allow: &[String], url: &str) -> Result<Allowed, Refusal> {
     let target = Target::parse(url).map_err(|why| Refusal {
         destination: url.to_owned(),
-        reason: format!("{url:?} is not a destination this capsule can reach: {why}"),
+        reason: format!("the destination is not one this capsule can reach: {why}"),
     })?;
     let allowed = allow
         .iter()
@@ -186,6 +194,25 @@ mod tests {
         assert!(refused.reason.contains("(it allows nothing)"), "{refused}");
         let unreadable = check(&[], "http://a@b:1").unwrap_err();
         assert!(unreadable.reason.contains("user"), "{unreadable}");
+        for secret in [
+            "http://h:s3cret",
+            "http://s3cret@h:1",
+            "http://s3cr*t:1",
+            "s3cret://h",
+        ] {
+            let refused = check(&[], secret).unwrap_err();
+            assert!(!refused.reason.contains("s3cr"), "{refused}");
+        }
+    }
+
+    #[test]
+    fn a_destination_is_shown_without_its_path_or_query() {
+        assert_eq!(shown("localhost:1/a2a?key=s3cret"), "http://localhost:1");
+        assert_eq!(shown("HTTPS://Example.com"), "https://example.com:443");
+        assert_eq!(
+            shown("http://user:s3cret@h:1"),
+            "(an unreadable destination)"
+        );
     }
 
     #[test]

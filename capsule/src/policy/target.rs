@@ -49,9 +49,8 @@ impl Target {
     pub fn parse(url: &str) -> Result<Target, String> {
         let (scheme, rest) = match url.split_once("://") {
             Some((s, rest)) => (
-                Scheme::parse(s).ok_or_else(|| {
-                    format!("the scheme {s:?} is not one the runtime speaks (http or https)")
-                })?,
+                Scheme::parse(s)
+                    .ok_or("the scheme is not one the runtime speaks (http or https)")?,
                 rest,
             ),
             None => (Scheme::Http, url),
@@ -95,6 +94,12 @@ impl Target {
     pub fn authority(&self) -> String {
         format!("{}:{}", self.host, self.port)
     }
+
+    /// `scheme://host:port`: the destination without its path and query, which may carry
+    /// secrets (`?key=…`) that no record may hold.
+    pub fn origin(&self) -> String {
+        format!("{}://{}", self.scheme.as_str(), self.authority())
+    }
 }
 
 /// `host[:port]` of an allow entry or a destination: the host lowercased (an IPv6 address in
@@ -113,7 +118,7 @@ pub(super) fn host_port(authority: &str) -> Result<(String, Option<u16>), String
                 .ok_or("an IPv6 address must be closed with ]")?;
             let addr: Ipv6Addr = addr
                 .parse()
-                .map_err(|_| format!("[{addr}] is not an IPv6 address"))?;
+                .map_err(|_| "the host in [ ] is not an IPv6 address".to_owned())?;
             let port = match after {
                 "" => None,
                 p => Some(
@@ -135,8 +140,10 @@ pub(super) fn host_port(authority: &str) -> Result<(String, Option<u16>), String
         || host
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'));
+    // The parts of a destination are not echoed back: a destination may carry a secret where
+    // a host or port should be, and refusals reach the trace.
     if !name_ok {
-        return Err(format!("{host:?} is not a host name"));
+        return Err("the host is not a name or an address".into());
     }
     let port = match port {
         None => None,
@@ -144,7 +151,7 @@ pub(super) fn host_port(authority: &str) -> Result<(String, Option<u16>), String
             p.parse::<u16>()
                 .ok()
                 .filter(|p| *p != 0)
-                .ok_or_else(|| format!("{p:?} is not a port (1 to 65535)"))?,
+                .ok_or("the port is not a number from 1 to 65535")?,
         ),
     };
     Ok((host, port))

@@ -139,7 +139,7 @@ pub enum TraceEvent {
     /// A destination the allow list refused: nothing was sent.
     NetworkRefused {
         caller_task_id: TaskId,
-        /// As it was asked for.
+        /// `scheme://host:port` of what was asked for (`policy::shown`): never a path or query.
         destination: String,
         reason: String,
     },
@@ -273,7 +273,8 @@ pub enum Tool {
     RequestInput {
         question: String,
     },
-    /// `mur send-message`: the destination as asked for (the text is not recorded).
+    /// `mur send-message`: the destination as `policy::shown` names it (the text is not
+    /// recorded).
     SendMessage {
         destination: String,
     },
@@ -673,9 +674,9 @@ mod tests {
         for (call, rest) in [
             (
                 Tool::SendMessage {
-                    destination: "localhost:1".into(),
+                    destination: "http://localhost:1".into(),
                 },
-                r#""tool":"send-message","destination":"localhost:1""#,
+                r#""tool":"send-message","destination":"http://localhost:1""#,
             ),
             (
                 Tool::CallMember {

@@ -32,7 +32,7 @@ pub async fn handle(door: &Door, task: TaskId, body: &Map<String, Value>) -> Htt
     session.trace.event(TraceEvent::ToolCall {
         task_id: task.clone(),
         call: Tool::SendMessage {
-            destination: url.clone(),
+            destination: crate::policy::shown(&url),
         },
     });
     let ticket = match session.errands.begin(&task) {
