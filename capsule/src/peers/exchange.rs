@@ -47,7 +47,8 @@ pub enum Ending {
     NotSent(Failure),
     /// The peer's task settled; as GetTask (or the first answer) showed it.
     Settled(Value),
-    /// The peer stopped answering while its task ran; the task as last seen.
+    /// The peer could not say how its task stands (unreachable, or an answer that is not the
+    /// task) while it ran; the task as last seen.
     Lost { task: Value, why: String },
     /// The deadline passed first; the peer's task was canceled.
     TimedOut { task: Value },

@@ -185,7 +185,7 @@ pub fn judge(member: &str, ending: Ending, within: Duration, stopped_by_cancel: 
         ),
         Ending::Lost { task, why } => {
             let reason = format!(
-                "its door stopped answering while its task {} ran: {why}",
+                "its door could not say how its task {} stands: {why}",
                 id_of(&task)
             );
             unanswered(member, CallStatus::Unreachable, Some(&task), reason)

@@ -107,7 +107,7 @@ pub async fn send(
             "the peer at {peer} refused the message: {refused}"
         ))),
         Ending::Lost { task, why } => Err(NotDelivered::Unreachable(format!(
-            "{peer} stopped answering while its task {} ran: {why}",
+            "{peer} could not say how its task {} stands: {why}",
             id(&task)
         ))),
         Ending::TimedOut { task } => Err(NotDelivered::TimedOut(format!(

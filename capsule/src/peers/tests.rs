@@ -234,7 +234,7 @@ fn running_task(session: &Session) -> (TaskId, watch::Sender<bool>) {
     let Admission::Accepted(id, _) = session.registry.admit(None, Owner::Session, input) else {
         panic!("rejected");
     };
-    let started = block_in_place_next(session);
+    let started = start_next(session);
     assert_eq!(started, id);
     // The errands watch a cancel switch of the test's own; the registry's is not needed here.
     let (cancel, canceled) = watch::channel(false);
@@ -242,7 +242,7 @@ fn running_task(session: &Session) -> (TaskId, watch::Sender<bool>) {
     (id, cancel)
 }
 
-fn block_in_place_next(session: &Session) -> TaskId {
+fn start_next(session: &Session) -> TaskId {
     // `next` resolves at once: the task was just queued and nothing runs.
     let next = session.registry.next();
     futures_now(next).map(|s| s.id).expect("the task starts")
@@ -512,7 +512,7 @@ async fn a_member_that_goes_away_mid_task_is_unreachable() {
     assert!(called
         .reason
         .unwrap_or_default()
-        .starts_with("its door stopped answering while its task tsk_member ran: "),);
+        .starts_with("its door could not say how its task tsk_member stands: "),);
 }
 
 #[tokio::test]

@@ -224,7 +224,8 @@ pub enum CallStatus {
     Rejected,
     /// No answer within the call's timeout; the member's task was canceled.
     TimedOut,
-    /// The member's door could not be reached, or stopped answering while its task ran.
+    /// The member's door could not be reached, or could not say how its task stands while it
+    /// ran (unreachable three times in a row, or a refusal).
     Unreachable,
     /// The member's task ended without an answer: it ran end-without-answer, completed with no
     /// response, or stopped to ask for input call-member cannot give.
