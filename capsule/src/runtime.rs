@@ -144,7 +144,11 @@ async fn run(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
             return exit::CANNOT_START;
         }
     };
-    if let Err(e) = agent::write_guide(&config.records_dir, &manifest.name) {
+    let members: Vec<&str> = wiring
+        .iter()
+        .flat_map(|w| w.callees.keys().map(String::as_str))
+        .collect();
+    if let Err(e) = agent::write_guide(&config.records_dir, &manifest.name, &members) {
         eprintln!("error: cannot write the harness guide: {e}");
         return exit::CANNOT_START;
     }
@@ -243,6 +247,8 @@ fn admit_launch(session: &Session, launch: &LaunchTask) -> Option<crate::ids::Ta
         message_id: crate::ids::MessageId::mint().to_string(),
         reference_task_ids: vec![],
         forget_session: launch.forget_session,
+        // The user wrote it.
+        trust: crate::provenance::Trust::Trusted,
     };
     match session.admit(
         launch.context_id.clone(),

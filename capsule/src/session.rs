@@ -10,6 +10,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
+use crate::errands::Errands;
 use crate::harness::HarnessSessions;
 use crate::ids::{SessionId, TaskId};
 use crate::manifest::Manifest;
@@ -44,6 +45,8 @@ pub struct Session {
     pub wiring: Option<Wiring>,
     /// Where this capsule may connect (`capabilities.network.allow`, plus a member's callees).
     pub allow: Vec<String>,
+    /// What each running task's helpers have in flight, and leave for its ending.
+    pub errands: Errands,
     /// Set once the capsule is going down.
     pub shutdown: watch::Sender<bool>,
 }
@@ -80,6 +83,7 @@ impl Session {
             task_tokens: Mutex::new(HashMap::new()),
             residue: Residue::default(),
             allow: manifest_allow,
+            errands: Errands::default(),
             wiring: None,
             shutdown: watch::channel(false).0,
         }
@@ -147,9 +151,10 @@ impl Session {
     ) -> Admission {
         // The launch's message id is one the runtime minted, not one a client sent.
         let message_id = match origin {
-            Origin::Client => Some(input.message_id.clone()),
+            Origin::Client | Origin::Peer => Some(input.message_id.clone()),
             Origin::Launch => None,
         };
+        let trust = input.trust;
         let admission = self.registry.admit(context_id, owner, input);
         if let Admission::Accepted(id, task) = &admission {
             self.trace.event(TraceEvent::A2aTaskReceived {
@@ -157,6 +162,7 @@ impl Session {
                 context_id: task["contextId"].as_str().unwrap_or_default().to_owned(),
                 message_id,
                 origin,
+                trust,
             });
         }
         admission

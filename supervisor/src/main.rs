@@ -80,6 +80,37 @@ enum Cmd {
     },
     /// (harness helper) Ask the task's sender a question and print the reply
     RequestInput { question: Vec<String> },
+    /// (harness helper) Give a formation member TEXT and print its answer
+    CallMember {
+        /// Wait at most this many seconds for the member's answer (default 1800)
+        #[arg(long, value_name = "SECS")]
+        timeout: Option<u64>,
+        /// The member, as the formation names it
+        member: String,
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        text: Vec<String>,
+    },
+    /// (harness helper) Send TEXT to the A2A agent at URL and print its task (JSON) once it settles
+    SendMessage {
+        /// Wait at most this many seconds for the task to settle (default 1800)
+        #[arg(long, value_name = "SECS")]
+        timeout: Option<u64>,
+        /// Send in this context: continue a conversation with the agent
+        #[arg(long, value_name = "ID")]
+        context: Option<String>,
+        /// Reply to this task of the agent's, which waits for input
+        #[arg(long, value_name = "ID")]
+        task: Option<String>,
+        /// The agent's door: http://localhost:PORT or localhost:PORT
+        url: String,
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        text: Vec<String>,
+    },
+    /// (harness helper) End the task without an answer, with REASON as its status
+    EndWithoutAnswer {
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        reason: Vec<String>,
+    },
     /// Internal: run as a capsule process on the inherited listener
     #[command(name = "__capsule", hide = true)]
     Capsule,
@@ -167,6 +198,30 @@ async fn dispatch(cmd: Cmd) -> CliResult<i32> {
         } => commands::trace::run(address.as_deref(), workdir.as_deref(), formation),
         Cmd::RequestInput { question } => {
             commands::helpers::request_input(&question.join(" ")).await
+        }
+        Cmd::CallMember {
+            timeout,
+            member,
+            text,
+        } => commands::helpers::call_member(&member, &text.join(" "), timeout).await,
+        Cmd::SendMessage {
+            timeout,
+            context,
+            task,
+            url,
+            text,
+        } => {
+            commands::helpers::send_message(commands::helpers::SendArgs {
+                url,
+                text: text.join(" "),
+                context,
+                task,
+                timeout,
+            })
+            .await
+        }
+        Cmd::EndWithoutAnswer { reason } => {
+            commands::helpers::end_without_answer(&reason.join(" ")).await
         }
         Cmd::Capsule => Ok(capsule_main()),
     }

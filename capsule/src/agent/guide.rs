@@ -11,17 +11,37 @@ its answer on stdout, and exits non-zero with the reason on stderr when it fails
 
 - `mur request-input QUESTION` — ask the person who sent the task a question and wait for the
   reply, which it prints. The task shows TASK_STATE_INPUT_REQUIRED meanwhile.
+- `mur call-member [--timeout SECS] NAME TEXT` — give TEXT to the formation member NAME (one of
+  the members listed below) and wait for its answer, which it prints. It fails, naming why
+  (failed, canceled, rejected, timed_out, unreachable, no_answer), when the member gives none.
+  It waits at most 1800 seconds unless --timeout says otherwise.
+- `mur send-message [--timeout SECS] [--context ID] [--task ID] URL TEXT` — send TEXT to the A2A
+  agent at URL (only destinations this capsule's capabilities.network.allow names can be
+  reached) and wait until its task settles; it prints that task as JSON, whatever its state.
+  --context continues a conversation with the agent; --task ID replies to a task of the agent's
+  that waits for input.
+- `mur end-without-answer REASON` — end your task without an answer: it fails with REASON,
+  marked as having no answer. Exit right after; your output is then ignored.
 
 Your final answer is what you print (or your result), and nothing else is needed.
 ";
 
 /// Writes the guide into the session's records folder (0600, like every record) and answers its
-/// path.
-pub fn write_guide(records_dir: &Path, capsule: &str) -> std::io::Result<PathBuf> {
+/// path. `members`: the formation members this capsule may call (none for a capsule launched
+/// alone).
+pub fn write_guide(
+    records_dir: &Path,
+    capsule: &str,
+    members: &[&str],
+) -> std::io::Result<PathBuf> {
     let path = records_dir.join("guide.md");
+    let members = match members.is_empty() {
+        true => "none".to_owned(),
+        false => members.join(", "),
+    };
     crate::private::write(
         &path,
-        format!("{GUIDE}\nCapsule: {capsule}\nMembers you may call: none.\n").as_bytes(),
+        format!("{GUIDE}\nCapsule: {capsule}\nMembers you may call: {members}.\n").as_bytes(),
     )?;
     Ok(path)
 }

@@ -56,6 +56,7 @@ fn report_launch_outcome(outcome: &Outcome) {
         Outcome::CanceledEnded(why) => {
             eprintln!("{}", why.as_deref().unwrap_or("task canceled"))
         }
+        Outcome::NoAnswer(why) => eprintln!("task ended without an answer: {why}"),
     }
 }
 
@@ -94,6 +95,7 @@ async fn run_harness(
         .as_ref()
         .and_then(|_| session.harness_session(&context_id));
     let token = session.mint_task_token(&id);
+    let wind_down = session.errands.open(&id, input.trust, canceled.clone());
     let attempt = Attempt {
         task_id: id.as_str(),
         context_id: &context_id,
@@ -104,12 +106,20 @@ async fn run_harness(
         guide,
         max_turns: session.manifest.inference.max_turns,
     };
-    let ending = harness::run(session, driver, containment, &attempt, canceled).await;
+    let ending = harness::run(session, driver, containment, &attempt, canceled, wind_down).await;
     session.revoke_task_tokens(&id);
+    // Member calls still in flight are canceled, and recorded, before the task's end is.
+    let errands = session.errands.close(&id).await;
     let (outcome, turns) = judge(session, &id, &context_id, ending);
+    // end-without-answer decided the task's ending, whatever the harness did after; a cancel
+    // that came first still stands.
+    let outcome = match (errands.no_answer, outcome) {
+        (Some(reason), o) if !matches!(o, Outcome::CanceledEnded(_)) => Outcome::NoAnswer(reason),
+        (_, o) => o,
+    };
     let (status, cause) = match &outcome {
         Outcome::Completed(_) => (EndStatus::Completed, None),
-        Outcome::Failed(why) => (EndStatus::Failed, Some(why.clone())),
+        Outcome::Failed(why) | Outcome::NoAnswer(why) => (EndStatus::Failed, Some(why.clone())),
         Outcome::CanceledEnded(_) => (EndStatus::Canceled, None),
     };
     if let Some(cause) = cause {
@@ -127,7 +137,9 @@ async fn run_harness(
         .event(TraceEvent::task_end(id.clone(), status, Some(ran)));
     // Whoever sees the task end (GetTask, a held answer, a stream) finds its task_end on file.
     session.trace.flush().await;
-    session.registry.finish(&id, outcome.clone());
+    session
+        .registry
+        .finish_with(&id, outcome.clone(), errands.no_answer_below);
     outcome
 }
 

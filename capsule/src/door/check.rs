@@ -14,7 +14,7 @@ use crate::auth::Credential;
 use crate::manifest::TaskAcceptance;
 use crate::tasks::Viewer;
 
-pub const ORIGIN_HEADER: &str = "x-murmur-task-origin";
+pub use crate::provenance::ORIGIN_HEADER;
 pub const COMPLETION_SESSION_HEADER: &str = "x-murmur-completion-session";
 pub const DELEGATION_HEADER: &str = "x-murmur-delegation-id";
 
@@ -92,12 +92,8 @@ fn token(door: &Door, req: &mut Inbound) -> Checked {
 
 /// Step 3: a peer-origin request to a capsule that does not accept peer tasks.
 fn peer_consent(door: &Door, req: &mut Inbound) -> Checked {
-    let peer = req
-        .headers
-        .get_all(ORIGIN_HEADER)
-        .iter()
-        .any(|v| v.as_bytes().eq_ignore_ascii_case(b"peer"));
-    if peer && !door.session.manifest.exports.peer_tasks_accept {
+    if crate::provenance::is_peer(&req.headers) && !door.session.manifest.exports.peer_tasks_accept
+    {
         return Err(Box::new(Refusal::Http(HttpRefusal::peer_not_accepted())));
     }
     Ok(())

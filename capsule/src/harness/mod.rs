@@ -139,6 +139,7 @@ pub async fn run(
     containment: &Containment,
     a: &Attempt<'_>,
     mut canceled: watch::Receiver<bool>,
+    mut wind_down: watch::Receiver<bool>,
 ) -> Ending {
     let Some(spec) = build_spec(session, d, a) else {
         return Ending::SpawnFailed("the driver's command is empty".into());
@@ -199,6 +200,17 @@ pub async fn run(
         }
         _ = signalled(&mut turns_rx, |t| *t > a.max_turns) => {
             cause = ExitCause::MaxTurns;
+            let (exit, k) = interrupt(session, d, a, &mut harness, &stdin).await;
+            killed = k;
+            exit
+        }
+        // end-without-answer told the harness to exit; one that has not within the grace is
+        // stopped as a cancel would stop it.
+        _ = async {
+            signalled(&mut wind_down, |w| *w).await;
+            tokio::time::sleep(GRACE).await;
+        } => {
+            cause = ExitCause::EndedWithoutAnswer;
             let (exit, k) = interrupt(session, d, a, &mut harness, &stdin).await;
             killed = k;
             exit

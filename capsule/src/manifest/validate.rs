@@ -261,6 +261,20 @@ fn capabilities(
         }
     };
     let network_allow = allow("network", "[localhost:52222]")?;
+    // An entry that does not read would allow nothing: refused here rather than at the first
+    // send, and rather than silently.
+    let allow_path = f.path("network").key("allow");
+    for (i, entry) in network_allow.iter().enumerate() {
+        if let Err(why) = crate::policy::Entry::parse(entry) {
+            let at = allow_path.index(i);
+            return Err(r.error(
+                ErrorCode::BadValue,
+                &at,
+                format!("{at} is {entry:?}, which is not a destination: {why}"),
+                "write host, host:port or http://host:port (hosts match exactly; localhost and 127.0.0.1 are different hosts)",
+            ));
+        }
+    }
     let shell_allow = allow("shell", "[bash, git]")?;
     let delegate_allow = allow("delegate", "[../worker/murmur.yaml]")?
         .iter()

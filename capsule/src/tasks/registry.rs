@@ -42,6 +42,9 @@ pub enum Outcome {
     Failed(String),
     /// The attempt ended after a cancel; `Some` is the status sentence to record.
     CanceledEnded(Option<String>),
+    /// The harness ran end-without-answer: the task fails with this reason as its status
+    /// message and `metadata.murmur.noAnswer: true`, whatever the harness did after.
+    NoAnswer(String),
 }
 
 /// A task handed to the worker.
@@ -449,6 +452,13 @@ impl Registry {
     /// Records how an attempt ended. A task already canceled keeps its state; only its ending
     /// (the status sentence) is recorded, which still moves it to the front of the order.
     pub fn finish(&self, id: &TaskId, outcome: Outcome) {
+        self.finish_with(id, outcome, Vec::new());
+    }
+
+    /// [`Registry::finish`], with the task's `noAnswerBelow` (agent-card.md "Task metadata"):
+    /// the members it called that gave no answer; recorded on any terminal state, and absent
+    /// when empty.
+    pub fn finish_with(&self, id: &TaskId, outcome: Outcome, no_answer_below: Vec<Value>) {
         let mut inner = self.lock();
         let Some(task) = inner.tasks.get_mut(id) else {
             return;
@@ -471,8 +481,18 @@ impl Registry {
                     task.status_text = text;
                 }
             }
+            Outcome::NoAnswer(reason) if !task.state.is_terminal() => {
+                task.state = TaskState::Failed;
+                task.status_text = Some(reason);
+                task.murmur_metadata
+                    .insert("noAnswer".into(), Value::Bool(true));
+            }
             // An attempt that finished as its cancel landed: the cancel stands.
             _ => {}
+        }
+        if !no_answer_below.is_empty() {
+            task.murmur_metadata
+                .insert("noAnswerBelow".into(), Value::Array(no_answer_below));
         }
         inner.controls.remove(id);
         inner.touch(id);
@@ -826,6 +846,52 @@ mod tests {
             .read(id.as_str(), &Viewer::Everyone, |t| t.held_bytes())
             .unwrap_or_default();
         assert_eq!(reg.held_bytes(), sum, "one task: the total is its own");
+    }
+
+    #[test]
+    fn an_ending_without_answer_fails_with_its_reason_and_says_what_is_missing() {
+        let reg = Registry::new(2);
+        let id = id_of(reg.admit(None, Owner::Session, input_of(1)));
+        assert!(block_on(reg.next()).is_some());
+        let below = vec![serde_json::json!({"member": "q", "status": "timed_out"})];
+        reg.finish_with(&id, Outcome::NoAnswer("q gave no answer".into()), below);
+        let task = reg.get(id.as_str(), &Viewer::Everyone).unwrap_or_default();
+        assert_eq!(task["status"]["state"], "TASK_STATE_FAILED");
+        assert_eq!(
+            task["status"]["message"]["parts"][0]["text"],
+            "q gave no answer"
+        );
+        assert_eq!(
+            task["metadata"],
+            serde_json::json!({"murmur": {"noAnswer": true,
+                "noAnswerBelow": [{"member": "q", "status": "timed_out"}]}})
+        );
+
+        // Canceled before its harness ended: the cancel stands, and says what was missing.
+        let canceled = id_of(reg.admit(None, Owner::Session, input_of(1)));
+        reg.release(&id);
+        assert!(block_on(reg.next()).is_some());
+        assert!(reg.cancel(canceled.as_str(), &Viewer::Everyone).is_ok());
+        let below = vec![serde_json::json!({"member": "c", "status": "canceled"})];
+        reg.finish_with(&canceled, Outcome::NoAnswer("late".into()), below);
+        let task = reg
+            .get(canceled.as_str(), &Viewer::Everyone)
+            .unwrap_or_default();
+        assert_eq!(task["status"]["state"], "TASK_STATE_CANCELED");
+        assert_eq!(
+            task["metadata"],
+            serde_json::json!({"murmur": {"noAnswerBelow": [{"member": "c", "status": "canceled"}]}})
+        );
+
+        // A task whose calls all answered carries no metadata at all.
+        let plain = id_of(reg.admit(None, Owner::Session, input_of(1)));
+        reg.release(&canceled);
+        assert!(block_on(reg.next()).is_some());
+        reg.finish_with(&plain, Outcome::Completed("ok".into()), Vec::new());
+        let task = reg
+            .get(plain.as_str(), &Viewer::Everyone)
+            .unwrap_or_default();
+        assert!(task.get("metadata").is_none(), "{task}");
     }
 
     fn all() -> ListQuery {

@@ -5,6 +5,7 @@ use serde_json::{json, Map, Value};
 use super::state::TaskState;
 use crate::clock::Millis;
 use crate::ids::TaskId;
+use crate::provenance::Trust;
 
 /// Who started a task, which decides who sees it (agent-card.md "Who sees a task").
 #[derive(Clone, PartialEq, Eq, Debug)]
@@ -52,6 +53,8 @@ pub struct TaskInput {
     pub message_id: String,
     pub reference_task_ids: Vec<String>,
     pub forget_session: bool,
+    /// How far the text is trusted; the task's outbound messages carry it on.
+    pub trust: Trust,
 }
 
 impl TaskInput {

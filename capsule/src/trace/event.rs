@@ -12,6 +12,7 @@ use crate::clock::Millis;
 use crate::ids::{SessionId, TaskId};
 use crate::manifest::Interrupt;
 use crate::process::Mode;
+pub use crate::provenance::{Origin, Trust};
 use crate::tasks::TaskState;
 
 /// One trace record, without the three keys every record starts with (`event_type`,
@@ -44,6 +45,7 @@ pub enum TraceEvent {
         #[serde(skip_serializing_if = "Option::is_none")]
         message_id: Option<String>,
         origin: Origin,
+        trust: Trust,
     },
     TaskStart {
         task_id: TaskId,
@@ -112,6 +114,35 @@ pub enum TraceEvent {
         #[serde(flatten)]
         call: Tool,
     },
+    /// A message this capsule sent another door, once that door answered it. `task_id` and
+    /// `context_id` are the peer's task, `null` when it took no task (it refused the message).
+    A2aSend {
+        /// `host:port` of the door.
+        peer_url: String,
+        message_id: String,
+        task_id: Option<String>,
+        context_id: Option<String>,
+        /// The task of this capsule the message was sent for.
+        caller_task_id: TaskId,
+    },
+    /// One `call-member`, once it has an outcome. `task_id` and `context_id` are the member's
+    /// task, `null` when there was none; `reason` is `null` when it completed.
+    MemberCall {
+        member: String,
+        status: CallStatus,
+        caller_task_id: TaskId,
+        task_id: Option<String>,
+        context_id: Option<String>,
+        duration_ms: u64,
+        reason: Option<String>,
+    },
+    /// A destination the allow list refused: nothing was sent.
+    NetworkRefused {
+        caller_task_id: TaskId,
+        /// `scheme://host:port` of what was asked for (`policy::shown`): never a path or query.
+        destination: String,
+        reason: String,
+    },
     /// Records the queue had no room for, counted and reported once there was room again.
     TraceRecordsLost {
         lost: u64,
@@ -123,16 +154,6 @@ pub enum TraceEvent {
         member: String,
         exit_status: i32,
     },
-}
-
-/// Where an accepted task came from.
-#[derive(Serialize, Debug, Clone, Copy, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub enum Origin {
-    /// A SendMessage or SendStreamingMessage on the door.
-    Client,
-    /// `mur run --task`.
-    Launch,
 }
 
 /// What a cancel interrupted.
@@ -190,6 +211,59 @@ pub enum ExitCause {
     MaxTurns,
     /// Its program could not be started.
     NotStarted,
+    /// It ran `mur end-without-answer` and did not exit within the grace, so it was stopped.
+    EndedWithoutAnswer,
+}
+
+/// How one `call-member` ended: the `member_call` record's `status`, and the `status` of each
+/// `noAnswerBelow` entry (agent-card.md "Task metadata"). Spelled here and nowhere else.
+#[derive(Serialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum CallStatus {
+    /// The member's task completed with an answer.
+    Completed,
+    /// The member's task failed.
+    Failed,
+    /// The member's task was canceled (by this capsule, because its calling task was, or by
+    /// someone else).
+    Canceled,
+    /// The member's door refused the message, or its task was rejected (busy or closing).
+    Rejected,
+    /// No answer within the call's timeout; the member's task was canceled.
+    TimedOut,
+    /// The member's door could not be reached, or could not say how its task stands while it
+    /// ran (unreachable three times in a row, or a refusal).
+    Unreachable,
+    /// The member's task ended without an answer: it ran end-without-answer, completed with no
+    /// response, or stopped to ask for input call-member cannot give.
+    NoAnswer,
+}
+
+const CALL_STATUSES: [(CallStatus, &str); 7] = [
+    (CallStatus::Completed, "completed"),
+    (CallStatus::Failed, "failed"),
+    (CallStatus::Canceled, "canceled"),
+    (CallStatus::Rejected, "rejected"),
+    (CallStatus::TimedOut, "timed_out"),
+    (CallStatus::Unreachable, "unreachable"),
+    (CallStatus::NoAnswer, "no_answer"),
+];
+
+impl CallStatus {
+    pub fn as_str(self) -> &'static str {
+        CALL_STATUSES
+            .iter()
+            .find(|(s, _)| *s == self)
+            .map(|(_, w)| *w)
+            .unwrap_or("")
+    }
+
+    pub fn parse(word: &str) -> Option<CallStatus> {
+        CALL_STATUSES
+            .iter()
+            .find(|(_, w)| *w == word)
+            .map(|(s, _)| *s)
+    }
 }
 
 /// Who asked for a harness session to be dropped.
@@ -204,7 +278,21 @@ pub enum RequestedBy {
 #[derive(Serialize, Debug, Clone, PartialEq)]
 #[serde(tag = "tool", rename_all = "kebab-case")]
 pub enum Tool {
-    RequestInput { question: String },
+    RequestInput {
+        question: String,
+    },
+    /// `mur send-message`: the destination as `policy::shown` names it (the text is not
+    /// recorded).
+    SendMessage {
+        destination: String,
+    },
+    /// `mur call-member`: the member as named (the text is not recorded).
+    CallMember {
+        member: String,
+    },
+    EndWithoutAnswer {
+        reason: String,
+    },
 }
 
 impl From<&Interrupt> for InterruptSent {
@@ -233,6 +321,9 @@ impl TraceEvent {
             TraceEvent::HarnessExit { .. } => "harness_exit",
             TraceEvent::HarnessSessionForgotten { .. } => "harness_session_forgotten",
             TraceEvent::ToolCall { .. } => "tool_call",
+            TraceEvent::A2aSend { .. } => "a2a_send",
+            TraceEvent::MemberCall { .. } => "member_call",
+            TraceEvent::NetworkRefused { .. } => "network_refused",
             TraceEvent::TraceRecordsLost { .. } => "trace_records_lost",
             TraceEvent::CapsuleDied { .. } => "capsule_died",
         }
@@ -390,9 +481,10 @@ mod tests {
                 context_id: "ctx_1".into(),
                 message_id: Some("m1".into()),
                 origin: Origin::Client,
+                trust: Trust::Trusted,
             },
             "a2a_task_received",
-            r#""task_id":"tsk_1","context_id":"ctx_1","message_id":"m1","origin":"client""#,
+            r#""task_id":"tsk_1","context_id":"ctx_1","message_id":"m1","origin":"client","trust":"trusted""#,
         );
         written(
             TraceEvent::A2aTaskReceived {
@@ -400,9 +492,21 @@ mod tests {
                 context_id: "ctx_1".into(),
                 message_id: None,
                 origin: Origin::Launch,
+                trust: Trust::Trusted,
             },
             "a2a_task_received",
-            r#""task_id":"tsk_1","context_id":"ctx_1","origin":"launch""#,
+            r#""task_id":"tsk_1","context_id":"ctx_1","origin":"launch","trust":"trusted""#,
+        );
+        written(
+            TraceEvent::A2aTaskReceived {
+                task_id: tsk(),
+                context_id: "ctx_1".into(),
+                message_id: Some("msg_1".into()),
+                origin: Origin::Peer,
+                trust: Trust::Untrusted,
+            },
+            "a2a_task_received",
+            r#""task_id":"tsk_1","context_id":"ctx_1","message_id":"msg_1","origin":"peer","trust":"untrusted""#,
         );
     }
 
@@ -526,6 +630,7 @@ mod tests {
             (ExitCause::Exited, "exited"),
             (ExitCause::Canceled, "canceled"),
             (ExitCause::MaxTurns, "max_turns"),
+            (ExitCause::EndedWithoutAnswer, "ended_without_answer"),
         ] {
             written(
                 TraceEvent::HarnessExit {
@@ -583,6 +688,102 @@ mod tests {
             },
             "capsule_died",
             r#""formation":"review","member":"coder","exit_status":137"#,
+        );
+    }
+
+    #[test]
+    fn helper_tool_calls() {
+        for (call, rest) in [
+            (
+                Tool::SendMessage {
+                    destination: "http://localhost:1".into(),
+                },
+                r#""tool":"send-message","destination":"http://localhost:1""#,
+            ),
+            (
+                Tool::CallMember {
+                    member: "coder".into(),
+                },
+                r#""tool":"call-member","member":"coder""#,
+            ),
+            (
+                Tool::EndWithoutAnswer {
+                    reason: "q gave no answer".into(),
+                },
+                r#""tool":"end-without-answer","reason":"q gave no answer""#,
+            ),
+        ] {
+            written(
+                TraceEvent::ToolCall {
+                    task_id: tsk(),
+                    call,
+                },
+                "tool_call",
+                &format!(r#""task_id":"tsk_1",{rest}"#),
+            );
+        }
+    }
+
+    #[test]
+    fn a2a_send() {
+        written(
+            TraceEvent::A2aSend {
+                peer_url: "localhost:52222".into(),
+                message_id: "msg_1".into(),
+                task_id: Some("tsk_9".into()),
+                context_id: Some("ctx_9".into()),
+                caller_task_id: tsk(),
+            },
+            "a2a_send",
+            r#""peer_url":"localhost:52222","message_id":"msg_1","task_id":"tsk_9","context_id":"ctx_9","caller_task_id":"tsk_1""#,
+        );
+        written(
+            TraceEvent::A2aSend {
+                peer_url: "localhost:52222".into(),
+                message_id: "msg_1".into(),
+                task_id: None,
+                context_id: None,
+                caller_task_id: tsk(),
+            },
+            "a2a_send",
+            r#""peer_url":"localhost:52222","message_id":"msg_1","task_id":null,"context_id":null,"caller_task_id":"tsk_1""#,
+        );
+    }
+
+    #[test]
+    fn member_call_with_every_status() {
+        for (status, word) in CALL_STATUSES {
+            assert_eq!(status.as_str(), word);
+            assert_eq!(CallStatus::parse(word), Some(status));
+            written(
+                TraceEvent::MemberCall {
+                    member: "coder".into(),
+                    status,
+                    caller_task_id: tsk(),
+                    task_id: Some("tsk_9".into()),
+                    context_id: None,
+                    duration_ms: 40,
+                    reason: Some("why".into()),
+                },
+                "member_call",
+                &format!(
+                    r#""member":"coder","status":"{word}","caller_task_id":"tsk_1","task_id":"tsk_9","context_id":null,"duration_ms":40,"reason":"why""#
+                ),
+            );
+        }
+        assert_eq!(CallStatus::parse("timed-out"), None);
+    }
+
+    #[test]
+    fn network_refused() {
+        written(
+            TraceEvent::NetworkRefused {
+                caller_task_id: tsk(),
+                destination: "http://localhost:9".into(),
+                reason: "localhost:9 is not in capabilities.network.allow".into(),
+            },
+            "network_refused",
+            r#""caller_task_id":"tsk_1","destination":"http://localhost:9","reason":"localhost:9 is not in capabilities.network.allow""#,
         );
     }
 

@@ -13,8 +13,8 @@ mod event;
 mod writer;
 
 pub use event::{
-    EndStatus, ExitCause, InterruptSent, Interrupted, Origin, Ran, RequestedBy, SessionMode, Tool,
-    TraceEvent,
+    CallStatus, EndStatus, ExitCause, InterruptSent, Interrupted, Origin, Ran, RequestedBy,
+    SessionMode, Tool, TraceEvent, Trust,
 };
 
 use std::fs::File;

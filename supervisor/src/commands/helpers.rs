@@ -1,7 +1,10 @@
 //! The helpers a harness runs to reach its own capsule (DESIGN §8), authorized by
-//! `MURMUR_TASK_TOKEN`. Each prints its answer on stdout, or exits non-zero with the reason.
+//! `MURMUR_TASK_TOKEN`: each posts to the capsule's control surface (`/control/<helper>`),
+//! prints its answer on stdout and exits 0, or exits 1 with the reason on stderr
+//! (`error[E-CLI-020]: …`). The capsule does the work — policy, calls, waiting, tracing — so a
+//! helper is only its command line.
 
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
 use crate::client;
 use crate::error::{CliError, CliResult, Code};
@@ -19,17 +22,49 @@ fn env(name: &str) -> CliResult<String> {
         })
 }
 
-/// `mur request-input QUESTION`: waits in TASK_STATE_INPUT_REQUIRED and prints the reply.
-pub async fn request_input(question: &str) -> CliResult<i32> {
+/// Posts `body` to this task's capsule at `/control/<helper>`.
+async fn control(helper: &str, body: Value) -> CliResult<(u16, Value)> {
     let url = env("MURMUR_DOOR_URL")?;
     let token = env("MURMUR_TASK_TOKEN")?;
-    let (status, body) = client::control(
-        &url,
-        "/control/request-input",
-        &token,
-        json!({"question": question}),
+    client::control(&url, &format!("/control/{helper}"), &token, body).await
+}
+
+/// A refusal from the capsule, with a hint fitting its code.
+fn refused(helper: &str, body: &Value) -> CliError {
+    let code = body.get("error").and_then(Value::as_str).unwrap_or("");
+    let message = body
+        .get("message")
+        .and_then(Value::as_str)
+        .unwrap_or("the capsule refused it");
+    let hint = match code {
+        "not_allowed" => "the capsule may reach only what capabilities.network.allow names: add the destination to its manifest",
+        "not_a_member" | "unknown_member" => "call one of the members $MURMUR_GUIDE lists",
+        "peer_refused" => "read the peer's reason; a capsule sends as a peer, which the peer must accept (exports.peer_tasks.accept: true)",
+        "peer_unreachable" => "check that the peer is running (mur ps) and the URL names its door",
+        "timed_out" => "wait longer with --timeout SECS, or carry on without the answer",
+        "task_ending" => "end-without-answer ran: exit now",
+        "task_stopped" | "task_not_running" | "task_canceled" | "task_not_working" => {
+            "the task was canceled or has ended; end the harness"
+        }
+        _ => "the task may have been canceled; end the harness",
+    };
+    CliError::new(
+        Code::Helper,
+        format!("{helper} was refused: {message}"),
+        hint,
     )
-    .await?;
+}
+
+fn with_timeout(mut body: Map<String, Value>, timeout: Option<u64>) -> Value {
+    if let Some(secs) = timeout {
+        body.insert("timeout_secs".into(), Value::from(secs));
+    }
+    Value::Object(body)
+}
+
+/// `mur request-input QUESTION`: waits in TASK_STATE_INPUT_REQUIRED and prints the reply.
+pub async fn request_input(question: &str) -> CliResult<i32> {
+    let (status, body) = control("request-input", json!({"question": question})).await?;
     if status == 200 {
         println!(
             "{}",
@@ -37,14 +72,82 @@ pub async fn request_input(question: &str) -> CliResult<i32> {
         );
         return Ok(0);
     }
+    Err(refused("request-input", &body))
+}
+
+/// What `mur send-message` sends.
+pub struct SendArgs {
+    pub url: String,
+    pub text: String,
+    pub context: Option<String>,
+    pub task: Option<String>,
+    pub timeout: Option<u64>,
+}
+
+/// `mur send-message URL TEXT`: prints the peer's task, as one line of JSON, once it settled
+/// (whatever its state: completed, failed, canceled, rejected, input-required).
+pub async fn send_message(args: SendArgs) -> CliResult<i32> {
+    let mut body = Map::new();
+    body.insert("url".into(), Value::from(args.url));
+    body.insert("text".into(), Value::from(args.text));
+    if let Some(c) = args.context {
+        body.insert("context_id".into(), Value::from(c));
+    }
+    if let Some(t) = args.task {
+        body.insert("task_id".into(), Value::from(t));
+    }
+    let (status, answer) = control("send-message", with_timeout(body, args.timeout)).await?;
+    match (status, answer.get("task")) {
+        (200, Some(task)) => {
+            println!("{task}");
+            Ok(0)
+        }
+        _ => Err(refused("send-message", &answer)),
+    }
+}
+
+/// `mur call-member NAME TEXT`: prints the member's answer; fails with the call's status and
+/// reason when it gave none.
+pub async fn call_member(member: &str, text: &str, timeout: Option<u64>) -> CliResult<i32> {
+    let mut body = Map::new();
+    body.insert("member".into(), Value::from(member));
+    body.insert("text".into(), Value::from(text));
+    let (status, called) = control("call-member", with_timeout(body, timeout)).await?;
+    if status != 200 {
+        return Err(refused("call-member", &called));
+    }
+    let field = |k: &str| called.get(k).and_then(Value::as_str).unwrap_or("");
+    if field("status") == "completed" {
+        println!("{}", field("answer"));
+        return Ok(0);
+    }
+    let hint = match field("status") {
+        "timed_out" => "wait longer with --timeout SECS, or carry on without the member's answer",
+        "unreachable" => "the member's capsule may have stopped; carry on without it, or end with mur end-without-answer",
+        "rejected" => "the member refused the task (it may be busy): try again later, or carry on without it",
+        _ => "carry on without the member's answer, or end the task with mur end-without-answer",
+    };
     Err(CliError::new(
         Code::Helper,
         format!(
-            "request-input was refused: {}",
-            body.get("message")
-                .and_then(Value::as_str)
-                .unwrap_or("the capsule refused it")
+            "member {member} gave no answer ({}): {}",
+            field("status"),
+            field("reason")
         ),
-        "the task may have been canceled; end the harness",
+        hint,
     ))
+}
+
+/// `mur end-without-answer REASON`: the task will fail with REASON and noAnswer; prints that
+/// the harness should exit now.
+pub async fn end_without_answer(reason: &str) -> CliResult<i32> {
+    let (status, body) = control("end-without-answer", json!({"reason": reason})).await?;
+    if status == 200 {
+        println!(
+            "{}",
+            body.get("message").and_then(Value::as_str).unwrap_or("")
+        );
+        return Ok(0);
+    }
+    Err(refused("end-without-answer", &body))
 }

@@ -63,6 +63,9 @@ struct Member {
 
 /// Launches `plan` and supervises it to its end; answers `mur run`'s exit status.
 pub async fn run(plan: Plan, opts: Options) -> CliResult<i32> {
+    // Taken before anything starts: a Ctrl-C or SIGTERM from here on stops the launch cleanly
+    // instead of ending this process with its members' records behind it.
+    let stops = Stops::take();
     let sessions: Vec<SessionId> = plan.members.iter().map(|_| SessionId::mint()).collect();
     let dirs = make_records(&plan, &opts.workdir, &sessions)?;
     write_rosters(&plan, &sessions, &dirs)?;
@@ -122,7 +125,7 @@ pub async fn run(plan: Plan, opts: Options) -> CliResult<i32> {
     for (i, m) in members.iter().enumerate() {
         let _ = m.stdout.relay.send(i == plan.entry);
     }
-    let code = supervise(&plan, &mut members, &mut exits).await;
+    let code = supervise(&plan, &mut members, &mut exits, stops).await;
     launch::sweep();
     for m in &members {
         m.record.remove();
@@ -499,13 +502,25 @@ fn announce(plan: &Plan, opts: &Options, members: &[Member]) {
     let _ = out.flush();
 }
 
+/// Ctrl-C and SIGTERM, as streams (`None` if the runtime could not listen for them).
+struct Stops(Option<(tokio::signal::unix::Signal, tokio::signal::unix::Signal)>);
+
+impl Stops {
+    fn take() -> Stops {
+        match (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        ) {
+            (Ok(int), Ok(term)) => Stops(Some((int, term))),
+            _ => Stops(None),
+        }
+    }
+}
+
 /// Waits for the launch to end: the entry ending on its own, a member dying (as
 /// `on_member_failure` says), or Ctrl-C / SIGTERM. Answers the exit status of `mur run`.
-async fn supervise(plan: &Plan, members: &mut [Member], exits: &mut Exits) -> i32 {
-    let (Ok(mut int), Ok(mut term)) = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-    ) else {
+async fn supervise(plan: &Plan, members: &mut [Member], exits: &mut Exits, stops: Stops) -> i32 {
+    let Stops(Some((mut int, mut term))) = stops else {
         stop_all(members, exits, None).await;
         return 1;
     };

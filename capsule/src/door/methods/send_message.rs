@@ -9,7 +9,6 @@ use crate::door::error::RpcError;
 use crate::door::message::{self, Incoming};
 use crate::door::{Answer, Door};
 use crate::tasks::{Admission, ReplyRefusal, TaskInput, Viewer};
-use crate::trace::Origin;
 
 pub fn parse(door: &Door, params: &Map<String, Value>) -> Result<Incoming, RpcError> {
     message::read(params, &door.session.manifest)
@@ -24,7 +23,7 @@ pub async fn apply(door: &Door, req: &Inbound) -> Result<Answer, RpcError> {
     // when the worker moved it on before this answer.
     let (task_id, as_taken) = match &msg.task_id {
         Some(task) => continue_task(door, &msg, task, &viewer)?,
-        None => match admit_task(door, &mut msg, &viewer) {
+        None => match admit_task(door, &mut msg, req) {
             Ok(taken) => taken,
             Err(rejected) => return Ok(Answer::Result(json!({ "task": rejected }), extensions)),
         },
@@ -42,9 +41,9 @@ pub async fn apply(door: &Door, req: &Inbound) -> Result<Answer, RpcError> {
 pub(super) fn start_task(
     door: &Door,
     msg: &mut Incoming,
-    viewer: &Viewer,
+    req: &Inbound,
 ) -> Result<crate::ids::TaskId, Value> {
-    admit_task(door, msg, viewer).map(|(id, _)| id)
+    admit_task(door, msg, req).map(|(id, _)| id)
 }
 
 /// [`start_task`], also answering the task as it was accepted. The message's text moves into
@@ -52,8 +51,10 @@ pub(super) fn start_task(
 fn admit_task(
     door: &Door,
     msg: &mut Incoming,
-    viewer: &Viewer,
+    req: &Inbound,
 ) -> Result<(crate::ids::TaskId, Value), Value> {
+    let viewer = &req.viewer();
+    let (origin, trust) = crate::provenance::of_request(&req.headers);
     let registry = &door.session.registry;
     let mut text = std::mem::take(&mut msg.text);
     if !msg.reference_task_ids.is_empty() {
@@ -65,13 +66,11 @@ fn admit_task(
         message_id: msg.message_id.clone(),
         reference_task_ids: msg.reference_task_ids.clone(),
         forget_session: msg.forget_session,
+        trust,
     };
-    let admission = door.session.admit(
-        msg.context_id.clone(),
-        viewer.as_owner(),
-        input,
-        Origin::Client,
-    );
+    let admission = door
+        .session
+        .admit(msg.context_id.clone(), viewer.as_owner(), input, origin);
     match admission {
         Admission::Accepted(id, task) => Ok((id, task)),
         Admission::Rejected(_, task) => Err(task),

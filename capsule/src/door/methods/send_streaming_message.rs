@@ -28,7 +28,7 @@ pub fn apply(door: &Door, req: &Inbound) -> Result<Answer, RpcError> {
     let before = session.events.last_id();
     let (task_id, rejected) = match &msg.task_id {
         Some(task) => (continue_task(door, &msg, task, &viewer)?.0, None),
-        None => match start_task(door, &mut msg, &viewer) {
+        None => match start_task(door, &mut msg, req) {
             Ok(id) => (id, None),
             Err(rejected) => (crate::ids::TaskId::from_wire(""), Some(rejected)),
         },

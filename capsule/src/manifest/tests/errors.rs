@@ -172,6 +172,28 @@ fn e005_bad_values_say_what_is_accepted() {
 }
 
 #[test]
+fn e005_network_allow_entries_must_be_destinations() {
+    refused(
+        &with("capabilities: { network: { allow: [localhost:52222, \"*.example.com\"] } }\n"),
+        ErrorCode::BadValue,
+        "capabilities.network.allow[1]",
+        "error[E-MAN-005]: worker/murmur.yaml: capabilities.network.allow[1] is \"*.example.com\", \
+         which is not a destination: wildcards are not supported: name each host\n  hint: write \
+         host, host:port or http://host:port (hosts match exactly; localhost and 127.0.0.1 are \
+         different hosts)",
+    );
+    refused(
+        &with("capabilities: { network: { allow: [\"http://localhost:1/api\"] } }\n"),
+        ErrorCode::BadValue,
+        "capabilities.network.allow[0]",
+        "error[E-MAN-005]: worker/murmur.yaml: capabilities.network.allow[0] is \
+         \"http://localhost:1/api\", which is not a destination: an entry names a destination, \
+         not a path: write scheme://host:port\n  hint: write host, host:port or \
+         http://host:port (hosts match exactly; localhost and 127.0.0.1 are different hosts)",
+    );
+}
+
+#[test]
 fn e005_reserved_credentials_and_process_rules() {
     refused(
         &with("network: { authentication: { scheme: bearer, credentials: { operator: { scopes: [] } } } }\n"),

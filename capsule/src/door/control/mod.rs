@@ -1,0 +1,134 @@
+//! The control surface: where a harness's helper commands (`mur request-input`,
+//! `mur send-message`, `mur call-member`, `mur end-without-answer`) reach their own capsule
+//! (DESIGN §8). Authorized by the task's `MURMUR_TASK_TOKEN`, not by a door token (step 1): the
+//! token names the task a helper acts for. One file per helper; every body is a JSON object,
+//! every refusal `{"error": <code>, "message": <sentence>}`.
+
+mod call_member;
+mod end_without_answer;
+mod request_input;
+mod send_message;
+
+use std::time::Duration;
+
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+use hyper::{Request, StatusCode};
+use serde_json::{Map, Value};
+
+use super::{plain_error, Door, HttpResponse};
+use crate::errands::Refused;
+use crate::peers::{DEFAULT_WAIT_SECS, MAX_WAIT_SECS};
+
+pub const PREFIX: &str = "/control/";
+/// A helper's request: a question, a message, a reason. Its text comes from a command line,
+/// which Linux caps at 128 KiB an argument, so 1 MiB is room to spare.
+const BODY_LIMIT: usize = 1 << 20;
+
+/// The helpers, by path.
+#[derive(Clone, Copy)]
+enum Helper {
+    RequestInput,
+    SendMessage,
+    CallMember,
+    EndWithoutAnswer,
+}
+
+const HELPERS: [(&str, Helper); 4] = [
+    ("/control/request-input", Helper::RequestInput),
+    ("/control/send-message", Helper::SendMessage),
+    ("/control/call-member", Helper::CallMember),
+    ("/control/end-without-answer", Helper::EndWithoutAnswer),
+];
+
+pub async fn handle(door: &Door, req: Request<Incoming>) -> HttpResponse {
+    let token = req
+        .headers()
+        .get(hyper::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::to_owned);
+    let Some(task) = token.and_then(|t| door.session.task_for_token(&t)) else {
+        return plain_error(
+            StatusCode::UNAUTHORIZED,
+            "invalid_token",
+            "MURMUR_TASK_TOKEN is missing or belongs to no running task of this capsule",
+        );
+    };
+    let helper = HELPERS
+        .iter()
+        .find(|(path, _)| *path == req.uri().path())
+        .map(|(_, h)| *h)
+        .filter(|_| req.method() == hyper::Method::POST);
+    let Some(helper) = helper else {
+        return plain_error(StatusCode::NOT_FOUND, "not_found", "no such helper");
+    };
+    let body = match Limited::new(req.into_body(), BODY_LIMIT).collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(_) => return plain_error(StatusCode::BAD_REQUEST, "bad_request", "body too large"),
+    };
+    let Ok(Value::Object(body)) = serde_json::from_slice::<Value>(&body) else {
+        return bad_request("a helper's request is a JSON object");
+    };
+    match helper {
+        Helper::RequestInput => request_input::handle(door, task, &body).await,
+        Helper::SendMessage => send_message::handle(door, task, &body).await,
+        Helper::CallMember => call_member::handle(door, task, &body).await,
+        Helper::EndWithoutAnswer => end_without_answer::handle(door, task, &body),
+    }
+}
+
+fn bad_request(message: &str) -> HttpResponse {
+    plain_error(StatusCode::BAD_REQUEST, "bad_request", message)
+}
+
+/// A non-empty string member.
+fn text(body: &Map<String, Value>, key: &str) -> Option<String> {
+    body.get(key)
+        .and_then(Value::as_str)
+        .filter(|s| !s.trim().is_empty())
+        .map(str::to_owned)
+}
+
+/// An optional string member: absent or null is `None`; anything but a string is refused,
+/// with the sentence saying so.
+fn optional_text(body: &Map<String, Value>, key: &str) -> Result<Option<String>, String> {
+    match body.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if !s.is_empty() => Ok(Some(s.clone())),
+        Some(_) => Err(format!("{key} must be a non-empty string")),
+    }
+}
+
+/// `timeout_secs`: how long a call waits for its peer's task, 1 to a day; the default when
+/// absent.
+fn wait_within(body: &Map<String, Value>) -> Result<Duration, String> {
+    match body.get("timeout_secs") {
+        None | Some(Value::Null) => Ok(Duration::from_secs(DEFAULT_WAIT_SECS)),
+        Some(v) => v
+            .as_u64()
+            .filter(|s| (1..=MAX_WAIT_SECS).contains(s))
+            .map(Duration::from_secs)
+            .ok_or_else(|| {
+                format!("timeout_secs must be a whole number of seconds from 1 to {MAX_WAIT_SECS}")
+            }),
+    }
+}
+
+/// A task whose errands refuse a new call or ending.
+fn refused(r: Refused) -> HttpResponse {
+    let code = match r {
+        Refused::NotRunning => "task_not_running",
+        Refused::EndingWithoutAnswer => "task_ending",
+    };
+    plain_error(StatusCode::CONFLICT, code, r.message())
+}
+
+/// A call that ended inside the capsule without an outcome (it panicked): the door stays up.
+fn lost_call() -> HttpResponse {
+    plain_error(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "internal",
+        "the call failed inside the capsule",
+    )
+}

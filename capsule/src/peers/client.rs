@@ -1,0 +1,231 @@
+//! One JSON-RPC call to another door: plain HTTP/1.1 over the policy's one connect, a fresh
+//! connection a call, bounded in time and in what it reads. Every request carries what a
+//! capsule's runtime stamps on what it sends (agent-card.md "Runtime headers"): `A2A-Version:
+//! 1.0`, `x-murmur-task-origin: peer`, `x-murmur-task-trust` with the class of the task it is
+//! sent for, and, to a formation member, `Authorization: Bearer` with the `member:<self>` token.
+
+use std::fmt;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::client::conn::http1;
+use hyper::Request;
+use hyper_util::rt::TokioIo;
+use serde_json::{json, Value};
+
+use crate::policy::{self, Allowed};
+use crate::provenance::{Trust, ORIGIN_HEADER, PEER, TRUST_HEADER};
+
+/// How long a connection may take to open.
+pub const CONNECT_WITHIN: Duration = Duration::from_secs(5);
+/// How long one call may take from connect to its whole answer. Every call this capsule makes
+/// is answered at once by a door (SendMessage with returnImmediately, GetTask, CancelTask), so
+/// a door silent this long is treated as unreachable.
+pub const ANSWER_WITHIN: Duration = Duration::from_secs(30);
+/// The largest answer read: a task with the largest response a harness gives (8 MiB), escaped,
+/// fits. A larger answer is unreadable, and is not held.
+pub const ANSWER_CAP: usize = 16 << 20;
+
+/// A door this capsule may call: where (already allowed) and with which token.
+pub struct PeerDoor {
+    allowed: Allowed,
+    /// `member:<self>`'s token on a formation member's door. A secret: never traced or logged,
+    /// and not printed by `Debug`.
+    token: Option<String>,
+}
+
+impl fmt::Debug for PeerDoor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PeerDoor")
+            .field("peer", &self.peer_url())
+            .field("token", &self.token.as_ref().map(|_| "…"))
+            .finish()
+    }
+}
+
+/// Why a call has no result.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Failure {
+    /// No connection, or no whole answer on it within the bounds.
+    Unreachable(String),
+    /// An HTTP refusal (401, 403 peer_not_accepted, 404, 413 …): its status, `error` code and
+    /// sentence.
+    Refused {
+        status: u16,
+        error: String,
+        message: String,
+    },
+    /// A JSON-RPC error.
+    Rpc { code: i64, message: String },
+    /// An answer that is not a JSON-RPC response, or one past [`ANSWER_CAP`].
+    Unreadable(String),
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Failure::Unreachable(why) => write!(f, "{why}"),
+            Failure::Refused {
+                status,
+                error,
+                message,
+            } => write!(f, "HTTP {status} {error}: {message}"),
+            Failure::Rpc { code, message } => write!(f, "JSON-RPC error {code}: {message}"),
+            Failure::Unreadable(why) => write!(f, "an unreadable answer: {why}"),
+        }
+    }
+}
+
+impl PeerDoor {
+    pub fn new(allowed: Allowed, token: Option<String>) -> PeerDoor {
+        PeerDoor { allowed, token }
+    }
+
+    /// `host:port`: how the trace names the door.
+    pub fn peer_url(&self) -> String {
+        self.allowed.target().authority()
+    }
+
+    /// One JSON-RPC call; answers its `result`.
+    pub async fn call(&self, method: &str, params: Value, trust: Trust) -> Result<Value, Failure> {
+        let peer = self.peer_url();
+        match tokio::time::timeout(ANSWER_WITHIN, self.exchange(method, params, trust)).await {
+            Ok(answer) => answer,
+            Err(_) => Err(Failure::Unreachable(format!(
+                "{peer} gave no answer within {} s",
+                ANSWER_WITHIN.as_secs()
+            ))),
+        }
+    }
+
+    async fn exchange(&self, method: &str, params: Value, trust: Trust) -> Result<Value, Failure> {
+        let peer = self.peer_url();
+        let unreachable = |e: &dyn fmt::Display| Failure::Unreachable(format!("{peer}: {e}"));
+        let stream = policy::dial(&self.allowed, CONNECT_WITHIN)
+            .await
+            .map_err(|e| unreachable(&e))?;
+        let _ = stream.set_nodelay(true);
+        let (mut sender, conn) = http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(|e| unreachable(&e))?;
+        // The connection ends when the sender is dropped (the answer read, or the call given up).
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        let mut req = Request::post(self.allowed.target().path())
+            .header(hyper::header::HOST, &peer)
+            .header(hyper::header::CONTENT_TYPE, "application/json")
+            .header("a2a-version", "1.0")
+            .header(ORIGIN_HEADER, PEER)
+            .header(TRUST_HEADER, trust.as_str());
+        if let Some(token) = &self.token {
+            req = req.header(hyper::header::AUTHORIZATION, format!("Bearer {token}"));
+        }
+        let req = req
+            .body(Full::new(Bytes::from(body.to_string())))
+            .map_err(|e| Failure::Unreadable(format!("the request could not be built: {e}")))?;
+        let resp = sender
+            .send_request(req)
+            .await
+            .map_err(|e| unreachable(&e))?;
+        let status = resp.status().as_u16();
+        let bytes = match Limited::new(resp.into_body(), ANSWER_CAP).collect().await {
+            Ok(b) => b.to_bytes(),
+            Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+                return Err(Failure::Unreadable(format!(
+                    "{peer} answered more than {} MiB",
+                    ANSWER_CAP >> 20
+                )))
+            }
+            Err(e) => return Err(unreachable(&e)),
+        };
+        read_answer(status, &bytes)
+    }
+}
+
+/// A door's answer: a JSON-RPC result or error on 200, an HTTP refusal otherwise.
+fn read_answer(status: u16, bytes: &[u8]) -> Result<Value, Failure> {
+    let parsed: Option<Value> = serde_json::from_slice(bytes).ok();
+    let text = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).map(str::to_owned);
+    if status != 200 {
+        let v = parsed.unwrap_or_default();
+        return Err(Failure::Refused {
+            status,
+            error: text(&v, "error").unwrap_or_else(|| "refused".into()),
+            message: text(&v, "message").unwrap_or_default(),
+        });
+    }
+    let Some(Value::Object(mut v)) = parsed else {
+        return Err(Failure::Unreadable(
+            "the answer is not a JSON object".into(),
+        ));
+    };
+    if let Some(result) = v.remove("result") {
+        return Ok(result);
+    }
+    match v.get("error") {
+        Some(e) => Err(Failure::Rpc {
+            code: e.get("code").and_then(Value::as_i64).unwrap_or(0),
+            message: text(e, "message").unwrap_or_default(),
+        }),
+        None => Err(Failure::Unreadable(
+            "the answer has neither result nor error".into(),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_read_as_result_error_or_refusal() {
+        assert_eq!(
+            read_answer(200, br#"{"jsonrpc":"2.0","id":1,"result":{"task":1}}"#),
+            Ok(json!({"task": 1}))
+        );
+        assert_eq!(
+            read_answer(
+                200,
+                br#"{"jsonrpc":"2.0","id":1,"error":{"code":-32001,"message":"Task not found"}}"#
+            ),
+            Err(Failure::Rpc {
+                code: -32001,
+                message: "Task not found".into()
+            })
+        );
+        assert_eq!(
+            read_answer(403, br#"{"error":"peer_not_accepted","message":"no"}"#),
+            Err(Failure::Refused {
+                status: 403,
+                error: "peer_not_accepted".into(),
+                message: "no".into()
+            })
+        );
+        assert_eq!(
+            read_answer(502, b"<html>"),
+            Err(Failure::Refused {
+                status: 502,
+                error: "refused".into(),
+                message: String::new()
+            })
+        );
+        assert!(matches!(
+            read_answer(200, b"[1]"),
+            Err(Failure::Unreadable(_))
+        ));
+        assert!(matches!(
+            read_answer(200, b"{}"),
+            Err(Failure::Unreadable(_))
+        ));
+    }
+
+    #[test]
+    fn a_token_never_shows_in_debug_output() {
+        let allowed = policy::check(&["localhost".into()], "localhost:1").unwrap();
+        let door = PeerDoor::new(allowed, Some("mur_secret".into()));
+        assert!(!format!("{door:?}").contains("mur_secret"));
+    }
+}
