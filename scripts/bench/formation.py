@@ -108,8 +108,8 @@ def call_member_overhead(work, rounds):
 set -euo pipefail
 cat > /dev/null
 for i in $(seq {rounds}); do
-  s=$(date +%s%N); mur call-member w0 "round $i" > /dev/null; e=$(date +%s%N)
-  echo $(( (e - s) / 1000 ))
+  s=${{EPOCHREALTIME/./}}; mur call-member w0 "round $i" > /dev/null; e=${{EPOCHREALTIME/./}}
+  echo $(( e - s ))
 done
 """)
     os.chmod(lead_script, 0o755)

@@ -99,17 +99,27 @@ impl PeerDoor {
         }
     }
 
-    async fn exchange(&self, method: &str, params: Value, trust: Trust) -> Result<Value, Failure> {
+    fn unreachable(&self, e: &dyn fmt::Display) -> Failure {
+        Failure::Unreachable(format!("{}: {e}", self.peer_url()))
+    }
+
+    /// Connects (through the allow list) and posts one JSON-RPC request; answers the response
+    /// with its body unread.
+    async fn post(
+        &self,
+        method: &str,
+        params: Value,
+        trust: Trust,
+    ) -> Result<hyper::Response<hyper::body::Incoming>, Failure> {
         let peer = self.peer_url();
-        let unreachable = |e: &dyn fmt::Display| Failure::Unreachable(format!("{peer}: {e}"));
         let stream = policy::dial(&self.allowed, CONNECT_WITHIN)
             .await
-            .map_err(|e| unreachable(&e))?;
+            .map_err(|e| self.unreachable(&e))?;
         let _ = stream.set_nodelay(true);
         let (mut sender, conn) = http1::handshake(TokioIo::new(stream))
             .await
-            .map_err(|e| unreachable(&e))?;
-        // The connection ends when the sender is dropped (the answer read, or the call given up).
+            .map_err(|e| self.unreachable(&e))?;
+        // The connection ends once its one response is read (or dropped, the call given up).
         tokio::spawn(async move {
             let _ = conn.await;
         });
@@ -126,10 +136,40 @@ impl PeerDoor {
         let req = req
             .body(Full::new(Bytes::from(body.to_string())))
             .map_err(|e| Failure::Unreadable(format!("the request could not be built: {e}")))?;
-        let resp = sender
+        sender
             .send_request(req)
             .await
-            .map_err(|e| unreachable(&e))?;
+            .map_err(|e| self.unreachable(&e))
+    }
+
+    /// SubscribeToTask on task `id`: the task's events as they happen (see [`Events`]).
+    pub async fn subscribe(&self, id: &str, trust: Trust) -> Result<Events, Failure> {
+        let resp = tokio::time::timeout(
+            ANSWER_WITHIN,
+            self.post("SubscribeToTask", json!({"id": id}), trust),
+        )
+        .await
+        .map_err(|_| self.unreachable(&"no answer to SubscribeToTask"))??;
+        let streams = resp
+            .headers()
+            .get(hyper::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        if resp.status() != hyper::StatusCode::OK || !streams {
+            return Err(Failure::Unreadable(
+                "the peer answered SubscribeToTask with no stream".into(),
+            ));
+        }
+        Ok(Events {
+            body: resp.into_body(),
+            pending: Vec::new(),
+        })
+    }
+
+    async fn exchange(&self, method: &str, params: Value, trust: Trust) -> Result<Value, Failure> {
+        let peer = self.peer_url();
+        let unreachable = |e: &dyn fmt::Display| Failure::Unreachable(format!("{peer}: {e}"));
+        let resp = self.post(method, params, trust).await?;
         let status = resp.status().as_u16();
         let bytes = match Limited::new(resp.into_body(), ANSWER_CAP).collect().await {
             Ok(b) => b.to_bytes(),
@@ -146,6 +186,47 @@ impl PeerDoor {
 }
 
 /// A door's answer: a JSON-RPC result or error on 200, an HTTP refusal otherwise.
+/// A task's SSE stream, read one event at a time. Bounded: a line longer than [`ANSWER_CAP`]
+/// ends the stream.
+pub struct Events {
+    body: hyper::body::Incoming,
+    pending: Vec<u8>,
+}
+
+impl Events {
+    /// The state of the next event that names one (a task or a status update); `None` once the
+    /// stream ends or breaks.
+    pub async fn next_state(&mut self) -> Option<String> {
+        loop {
+            while let Some(end) = self.pending.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = self.pending.drain(..=end).collect();
+                if let Some(state) = state_in(&line) {
+                    return Some(state);
+                }
+            }
+            if self.pending.len() > ANSWER_CAP {
+                return None;
+            }
+            let frame = self.body.frame().await?.ok()?;
+            if let Ok(data) = frame.into_data() {
+                self.pending.extend_from_slice(&data);
+            }
+        }
+    }
+}
+
+/// The task state a `data:` line of a stream carries, if any.
+fn state_in(line: &[u8]) -> Option<String> {
+    let json = line.strip_prefix(b"data:")?;
+    let v: Value = serde_json::from_slice(json.trim_ascii()).ok()?;
+    let result = v.get("result")?;
+    result
+        .pointer("/task/status/state")
+        .or_else(|| result.pointer("/statusUpdate/status/state"))
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+}
+
 fn read_answer(status: u16, bytes: &[u8]) -> Result<Value, Failure> {
     let parsed: Option<Value> = serde_json::from_slice(bytes).ok();
     let text = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).map(str::to_owned);
@@ -179,6 +260,18 @@ fn read_answer(status: u16, bytes: &[u8]) -> Result<Value, Failure> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stream_lines_name_their_task_state() {
+        let task = br#"data: {"jsonrpc":"2.0","id":1,"result":{"task":{"id":"t","status":{"state":"TASK_STATE_WORKING"}}}}"#;
+        assert_eq!(state_in(task).as_deref(), Some("TASK_STATE_WORKING"));
+        let update = br#"data: {"jsonrpc":"2.0","id":1,"result":{"statusUpdate":{"taskId":"t","status":{"state":"TASK_STATE_COMPLETED"}}}}"#;
+        assert_eq!(state_in(update).as_deref(), Some("TASK_STATE_COMPLETED"));
+        assert_eq!(state_in(b"id: 4"), None);
+        assert_eq!(state_in(b": heartbeat"), None);
+        assert_eq!(state_in(br#"data: {"result":{"artifactUpdate":{}}}"#), None);
+        assert_eq!(state_in(b"data: not json"), None);
+    }
 
     #[test]
     fn answers_read_as_result_error_or_refusal() {

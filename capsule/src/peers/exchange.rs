@@ -1,13 +1,15 @@
 //! One message to a peer and the wait for its task: SendMessage with `returnImmediately`, then
-//! GetTask until the task settles (completed, failed, canceled, rejected, or waiting for
-//! input). Waiting stops at the call's deadline, when this capsule's own task is canceled or
+//! the task's own stream (SubscribeToTask) until it says the task settled (completed, failed,
+//! canceled, rejected, or waiting for input), and GetTask for the task as it settled; where no
+//! stream can be had, or it breaks, GetTask polls instead. Waiting stops at the call's deadline, when this capsule's own task is canceled or
 //! its attempt ends, or when the peer stops answering; in the first two cases the peer's task
 //! is canceled (CancelTask), since nobody will read its answer. Each message a peer answered
 //! is traced `a2a_send`.
 //!
-//! Polling rather than a held request or a stream: every request is answered at once, so each
-//! is bounded (`client::ANSWER_WITHIN`) however long the task runs, and the task's id is known
-//! (and traced) from the first answer.
+//! Not a held SendMessage: the task's id is known (and traced, and cancelable) from the first
+//! answer. The stream tells the end the moment it happens (a poll would learn it late by up to
+//! its interval); every request besides it is answered at once and bounded
+//! (`client::ANSWER_WITHIN`).
 
 use std::time::Duration;
 
@@ -25,8 +27,10 @@ use crate::trace::{Trace, TraceEvent};
 /// How long a CancelTask sent on the way out may take.
 pub const CANCEL_WITHIN: Duration = Duration::from_secs(5);
 /// GetTask intervals: from the first, doubling up to the last.
-const FIRST_POLL: Duration = Duration::from_millis(25);
-const LAST_POLL: Duration = Duration::from_millis(500);
+const FIRST_POLL: Duration = Duration::from_millis(1);
+const LAST_POLL: Duration = Duration::from_millis(250);
+/// How often a wait on a stream also asks GetTask, against a stream that went quiet.
+const STREAM_CHECK: Duration = Duration::from_secs(1);
 /// A peer that cannot be reached this many times in a row while its task runs is lost.
 const MISSES: u32 = 3;
 
@@ -54,6 +58,11 @@ pub enum Ending {
     TimedOut { task: Value },
     /// This capsule's task was canceled or its attempt ended; the peer's task was canceled.
     Stopped { task: Value },
+}
+
+/// True for a state a stream names that ends the wait.
+fn settles(state: &str) -> bool {
+    TaskState::from_wire(state).is_some_and(TaskState::is_settled)
 }
 
 /// Where a task stands, when it says.
@@ -98,11 +107,44 @@ impl Exchange<'_> {
             Err(failure) => return Ending::NotSent(failure),
         };
         let id = text_of(&task, "id").unwrap_or_default();
+        // Told, not asked: the task's own stream says the moment it settles. Polling is the
+        // fallback for a stream that cannot be had or breaks.
+        let mut events = match state_of(&task).is_some_and(TaskState::is_settled) {
+            true => None,
+            false => self.door.subscribe(&id, self.trust).await.ok(),
+        };
         let mut pause = FIRST_POLL;
         let mut misses = 0;
         loop {
             if state_of(&task).is_some_and(TaskState::is_settled) {
                 return Ending::Settled(task);
+            }
+            if let Some(stream) = events.as_mut() {
+                let said = tokio::select! {
+                    _ = stop.fired() => Err(false),
+                    _ = tokio::time::sleep_until(deadline) => Err(true),
+                    said = stream.next_state() => Ok(said),
+                    // A stream that goes quiet must not hold the wait: ask now and then.
+                    _ = tokio::time::sleep(STREAM_CHECK) => Ok(Some(String::new())),
+                };
+                match said {
+                    Err(timed_out) => return self.give_up(&id, task, timed_out).await,
+                    Ok(Some(state)) if state.is_empty() || settles(&state) => {
+                        // The stream carries the state; the task as GetTask shows it carries
+                        // the answer.
+                        match self
+                            .door
+                            .call("GetTask", json!({"id": id}), self.trust)
+                            .await
+                        {
+                            Ok(now) => task = now,
+                            Err(_) => events = None,
+                        }
+                    }
+                    Ok(Some(_)) => {}
+                    Ok(None) => events = None,
+                }
+                continue;
             }
             let waited = tokio::select! {
                 _ = stop.fired() => Some(false),

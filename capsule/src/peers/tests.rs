@@ -181,12 +181,16 @@ fn session_of(name: &str, extra: &str, wiring: Option<Wiring>, sink: &Shared) ->
         crate::manifest::load_str(&text, Path::new("peers/murmur.yaml"), &|_| None).unwrap();
     let id = SessionId::mint();
     let trace = Trace::to_sink(sink.clone(), id.clone(), 256).unwrap();
+    // As the runtime wires it: every task change becomes a stream event.
+    let events = Arc::new(EventLog::default());
+    let recorder = events.clone();
+    let registry = Registry::new(5).observed(Arc::new(move |t| recorder.record(t)));
     Arc::new(
         Session::new(
             id,
             manifest,
-            Registry::new(5),
-            Arc::new(EventLog::default()),
+            registry,
+            events,
             trace,
             "http://localhost:1".into(),
             PathBuf::from("/tmp"),
@@ -297,7 +301,11 @@ async fn a_completed_call_answers_and_carries_the_runtime_headers() {
     let called = call_coder(&session, &task_id, MINUTE).await;
     assert_eq!(called.status, CallStatus::Completed);
     assert_eq!(called.answer.as_deref(), Some("done: four"));
-    assert_eq!(door.methods(), ["SendMessage", "GetTask", "GetTask"]);
+    // This door answers SubscribeToTask with no stream, so the wait falls back to polling.
+    assert_eq!(
+        door.methods(),
+        ["SendMessage", "SubscribeToTask", "GetTask", "GetTask"]
+    );
     for seen in door.seen.lock().unwrap().iter() {
         let h = |k: &str| {
             seen.headers
