@@ -648,3 +648,62 @@ fn no_minted_token_appears_anywhere_but_the_token_files() {
     check("mur run's stdout", &run.lines().join("\n"));
     check("mur run's stderr", &run.err.lock().unwrap());
 }
+
+#[test]
+fn a_member_reaches_only_its_callees_and_connects_to_nothing_else() {
+    let home = Home::new();
+    let manifest = cycle(&home, "", "sleep");
+    let run = Running::start(&home, &manifest, &[], &[]);
+    let (coder_port, coder) = run.member("coder");
+    let (lead_port, lead) = run.member("lead");
+    let operator = token_of(&home, &coder, "operator");
+    let elsewhere = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    elsewhere.set_nonblocking(true).unwrap();
+    let counted = elsewhere.local_addr().unwrap().port();
+    // coder calls [reviewer] only: lead is no callee, and neither door is on its allow list.
+    let attempt = |command: String| -> Value {
+        let done = rpc(
+            coder_port,
+            &operator,
+            "SendMessage",
+            message(&format!("@run {command}"), false),
+        );
+        let task = &done["result"]["task"];
+        assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{done}");
+        serde_json::from_str(task["artifacts"][0]["parts"][0]["text"].as_str().unwrap()).unwrap()
+    };
+    let called = attempt("mur call-member lead hello".into());
+    assert_eq!(called["code"], 1, "{called}");
+    let err = called["err"].as_str().unwrap();
+    assert!(err.starts_with("error[E-CLI-020]: "), "{err}");
+    assert!(err.contains("it may call reviewer"), "{err}");
+    for url in [
+        format!("http://localhost:{counted}"),
+        format!("http://localhost:{lead_port}"),
+    ] {
+        let sent = attempt(format!("mur send-message {url} hello"));
+        assert_eq!(sent["code"], 1, "{sent}");
+        assert!(
+            sent["err"]
+                .as_str()
+                .unwrap()
+                .contains("is not in capabilities.network.allow"),
+            "{sent}"
+        );
+    }
+    assert!(elsewhere.accept().is_err(), "no TCP connection was made");
+    let lead_trace = home.trace(&lead);
+    assert!(
+        !lead_trace
+            .iter()
+            .any(|e| e["event_type"] == "a2a_task_received"),
+        "nothing reached lead's door: {lead_trace:?}"
+    );
+    // The callee it does have answers.
+    let reached = attempt("mur call-member reviewer hello".into());
+    assert_eq!(
+        (reached["code"].as_i64(), reached["out"].as_str()),
+        (Some(0), Some("Acknowledged.\n")),
+        "{reached}"
+    );
+}

@@ -4,6 +4,11 @@
 # first line echoed back. Exit 0 with an answer completes the task.
 set -euo pipefail
 task=$(cat)
+# "wait N" as the first line stands for work that takes N seconds (SIGINT ends it at once).
+if [[ "$task" =~ ^wait\ ([0-9]+) ]]; then
+  sleep "${BASH_REMATCH[1]}" &
+  wait $! || exit 130
+fi
 words=$(printf '%s' "$task" | wc -w | tr -d ' ')
 lines=$(printf '%s\n' "$task" | wc -l | tr -d ' ')
 first=$(printf '%s\n' "$task" | head -n 1)

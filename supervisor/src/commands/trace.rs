@@ -186,6 +186,52 @@ pub fn render(events: &[Value]) -> String {
             out.push('\n');
         }
     }
+    out.push_str(&peers(events));
+    out
+}
+
+/// The Peers section: what this session sent other doors, its member calls, and what its
+/// allow list refused. Empty when it reached no peer.
+fn peers(events: &[Value]) -> String {
+    let lines: Vec<String> = events
+        .iter()
+        .filter_map(|e| {
+            let caller = short(s(e, "caller_task_id"));
+            Some(match s(e, "event_type") {
+                "a2a_send" => format!(
+                    "{caller}  sent to {}  task {}",
+                    s(e, "peer_url"),
+                    e.get("task_id")
+                        .and_then(Value::as_str)
+                        .unwrap_or("(refused)")
+                ),
+                "member_call" => {
+                    let why = e.get("reason").and_then(Value::as_str);
+                    format!(
+                        "{caller}  called {}  {}{}",
+                        s(e, "member"),
+                        s(e, "status"),
+                        why.map(|w| format!(": {w}")).unwrap_or_default()
+                    )
+                }
+                "network_refused" => format!(
+                    "{caller}  refused {}: {}",
+                    s(e, "destination"),
+                    s(e, "reason")
+                ),
+                _ => return None,
+            })
+        })
+        .collect();
+    if lines.is_empty() {
+        return String::new();
+    }
+    let mut out = rule("Peers");
+    out.push('\n');
+    for line in lines {
+        out.push_str(&line);
+        out.push('\n');
+    }
     out
 }
 
@@ -428,6 +474,29 @@ fn cut(text: &str, max: usize) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_peers_section_tells_sends_calls_and_refusals() {
+        let events = vec![
+            json!({"event_type": "a2a_send", "caller_task_id": "tsk_0123456789abcdef", "peer_url": "localhost:52222", "task_id": "tsk_9"}),
+            json!({"event_type": "member_call", "caller_task_id": "tsk_0123456789abcdef", "member": "coder", "status": "timed_out", "reason": "no answer within 1 s"}),
+            json!({"event_type": "member_call", "caller_task_id": "tsk_0123456789abcdef", "member": "reviewer", "status": "completed", "reason": null}),
+            json!({"event_type": "network_refused", "caller_task_id": "tsk_0123456789abcdef", "destination": "http://localhost:9", "reason": "localhost:9 is not in capabilities.network.allow"}),
+        ];
+        let text = peers(&events);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].starts_with("── Peers "));
+        assert_eq!(
+            &lines[1..],
+            [
+                "tsk_01234567  sent to localhost:52222  task tsk_9",
+                "tsk_01234567  called coder  timed_out: no answer within 1 s",
+                "tsk_01234567  called reviewer  completed",
+                "tsk_01234567  refused http://localhost:9: localhost:9 is not in capabilities.network.allow",
+            ]
+        );
+        assert_eq!(peers(&[event("t", "task_start", "tsk_1")]), "");
+    }
 
     fn roster() -> records::Roster {
         serde_json::from_value(json!({
