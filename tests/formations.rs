@@ -563,15 +563,24 @@ fn kill_9_of_a_member_leaves_the_rest_running_when_asked() {
     );
     let (lead_port, lead) = run.member("lead");
     let operator = token_of(&home, &lead, "operator");
+    // The lead goes on; its calls to the dead member are unreachable.
     let done = rpc(
         lead_port,
         &operator,
         "SendMessage",
-        message("still here", false),
+        message("@run mur call-member coder hello", false),
     );
-    assert_eq!(
-        done["result"]["task"]["status"]["state"],
-        "TASK_STATE_COMPLETED"
+    let task = &done["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{done}");
+    let called: Value =
+        serde_json::from_str(task["artifacts"][0]["parts"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(called["code"], 1, "{called}");
+    assert!(
+        called["err"]
+            .as_str()
+            .unwrap()
+            .contains("member coder gave no answer (unreachable)"),
+        "{called}"
     );
     let (code, out, _) = home.run(&["ps", "--json"]);
     assert_eq!(code, 0);
