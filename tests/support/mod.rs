@@ -253,6 +253,19 @@ impl Launch {
         args: &[&str],
         env: &[(&str, String)],
     ) -> Launch {
+        let (launch, members) = Launch::announced(home, manifest, args, env);
+        assert!(members.is_empty(), "a lone capsule announces no members");
+        launch
+    }
+
+    /// `mur run`, read up to its announcement: a formation's `member …` lines (answered), then
+    /// the entry's two lines; the rest of stdout is kept in `rest`.
+    fn announced(
+        home: &Home,
+        manifest: &Path,
+        args: &[&str],
+        env: &[(&str, String)],
+    ) -> (Launch, Vec<Member>) {
         let mut child = home
             .mur()
             .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
@@ -271,12 +284,12 @@ impl Launch {
         let rest2 = rest.clone();
         std::thread::spawn(move || {
             let mut lines = BufReader::new(stdout).lines();
-            for _ in 0..2 {
-                match lines.next() {
-                    Some(Ok(l)) => {
-                        let _ = tx.send(l);
-                    }
-                    _ => return,
+            for l in lines.by_ref() {
+                let Ok(l) = l else { return };
+                let last = l.starts_with("session: ");
+                let _ = tx.send(l);
+                if last {
+                    break;
                 }
             }
             for l in lines.map_while(Result::ok) {
@@ -285,26 +298,27 @@ impl Launch {
                 r.push('\n');
             }
         });
-        let first = rx
-            .recv_timeout(Duration::from_secs(30))
-            .expect("mur run announced no url");
-        let second = rx
-            .recv_timeout(Duration::from_secs(5))
-            .expect("mur run announced no session");
-        let port = first
-            .strip_prefix("murmur: url localhost:")
-            .unwrap_or_else(|| panic!("unexpected first line {first:?}"))
-            .parse()
-            .unwrap();
-        let session = second
-            .strip_prefix("session: ")
-            .unwrap_or_else(|| panic!("unexpected second line {second:?}"))
-            .to_owned();
-        Launch {
+        let mut members = Vec::new();
+        let mut launch = Launch {
             child,
-            port,
-            session,
+            port: 0,
+            session: String::new(),
             rest,
+        };
+        loop {
+            let line = rx
+                .recv_timeout(Duration::from_secs(30))
+                .expect("mur run announced no session");
+            if let Some(m) = Member::parse(&line) {
+                members.push(m);
+            } else if let Some(port) = line.strip_prefix("murmur: url localhost:") {
+                launch.port = port.parse().unwrap();
+            } else if let Some(session) = line.strip_prefix("session: ") {
+                launch.session = session.to_owned();
+                return (launch, members);
+            } else {
+                panic!("unexpected announcement line {line:?}");
+            }
         }
     }
 
@@ -889,59 +903,6 @@ impl Launch {
     /// entry's two; answers the launch (its port and session are the entry's) and the members
     /// in the order they were announced.
     pub fn start_formation(home: &Home, manifest: &Path, args: &[&str]) -> (Launch, Vec<Member>) {
-        let mut child = home
-            .mur()
-            .arg("run")
-            .arg("--manifest")
-            .arg(manifest)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        let rest = Arc::new(Mutex::new(String::new()));
-        let rest2 = rest.clone();
-        std::thread::spawn(move || {
-            let mut lines = BufReader::new(stdout).lines();
-            for l in lines.by_ref() {
-                let Ok(l) = l else { return };
-                let last = l.starts_with("session: ");
-                let _ = tx.send(l);
-                if last {
-                    break;
-                }
-            }
-            for l in lines.map_while(Result::ok) {
-                let mut r = rest2.lock().unwrap();
-                r.push_str(&l);
-                r.push('\n');
-            }
-        });
-        let mut members = Vec::new();
-        let mut launch = Launch {
-            child,
-            port: 0,
-            session: String::new(),
-            rest,
-        };
-        loop {
-            let line = rx
-                .recv_timeout(Duration::from_secs(30))
-                .expect("mur run did not announce the formation");
-            if let Some(m) = Member::parse(&line) {
-                members.push(m);
-            } else if let Some(port) = line.strip_prefix("murmur: url localhost:") {
-                launch.port = port.parse().unwrap();
-            } else if let Some(session) = line.strip_prefix("session: ") {
-                launch.session = session.to_owned();
-                break;
-            } else {
-                panic!("unexpected announcement line {line:?}");
-            }
-        }
-        (launch, members)
+        Launch::announced(home, manifest, args, &[])
     }
 }
