@@ -1,0 +1,263 @@
+//! The registry's own rules: admission, retention by count and bytes, inputs dropped, listing.
+
+use super::*;
+
+fn input() -> TaskInput {
+    TaskInput::default()
+}
+
+#[test]
+fn past_its_retention_the_registry_forgets_the_longest_ended_tasks_only() {
+    let reg = Registry::with_retention(
+        1,
+        Retention {
+            tasks: 3,
+            bytes: RETAINED.bytes,
+        },
+    );
+    let admit = || match reg.admit(None, Owner::Session, input()) {
+        Admission::Accepted(id, _) | Admission::Rejected(id, _) => id,
+    };
+    let live = admit();
+    // The one slot is taken: these four are rejected, so they end at once.
+    let rejected: Vec<TaskId> = (0..4).map(|_| admit()).collect();
+    let everyone = Viewer::Everyone;
+    let kept: Vec<String> = reg
+        .list(&all(), &everyone)
+        .tasks
+        .iter()
+        .map(|t| t["id"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    let expected: Vec<String> = [&rejected[3], &rejected[2], &live]
+        .iter()
+        .map(|id| id.to_string())
+        .collect();
+    assert_eq!(kept, expected, "the newest ended tasks and the live one");
+    assert!(reg.get(rejected[0].as_str(), &everyone).is_none());
+}
+
+fn input_of(size: usize) -> TaskInput {
+    TaskInput {
+        text: "x".repeat(size),
+        message_id: "m".into(),
+        ..TaskInput::default()
+    }
+}
+
+fn id_of(admission: Admission) -> TaskId {
+    match admission {
+        Admission::Accepted(id, _) | Admission::Rejected(id, _) => id,
+    }
+}
+
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .map(|rt| rt.block_on(f))
+        .unwrap_or_else(|e| panic!("no runtime: {e}"))
+}
+
+fn input_held(reg: &Registry, id: &TaskId) -> Option<usize> {
+    reg.read(id.as_str(), &Viewer::Everyone, |t| {
+        t.input.as_ref().map(|i| i.text.len())
+    })
+    .flatten()
+}
+
+#[test]
+fn a_rejected_task_keeps_no_input_and_a_started_one_hands_its_input_over() {
+    let reg = Registry::new(1);
+    let queued = id_of(reg.admit(None, Owner::Session, input_of(1 << 20)));
+    assert_eq!(
+        input_held(&reg, &queued),
+        Some(1 << 20),
+        "kept while it waits"
+    );
+    let before = reg.held_bytes();
+    assert!(before >= 1 << 20, "the queued input is counted: {before}");
+    for _ in 0..20 {
+        let rejected = reg.admit(None, Owner::Session, input_of(1 << 20));
+        let Admission::Rejected(id, json) = rejected else {
+            panic!("the one slot is taken: the task must be rejected");
+        };
+        assert_eq!(json["status"]["state"], "TASK_STATE_REJECTED");
+        assert_eq!(
+            input_held(&reg, &id),
+            None,
+            "a rejected task keeps no input"
+        );
+    }
+    assert!(
+        reg.held_bytes() < before + 20 * 1024,
+        "twenty rejected 1 MiB messages grew the registry from {before} to {} bytes",
+        reg.held_bytes()
+    );
+    let started = block_on(reg.next()).map(|s| (s.id, s.input.text.len()));
+    assert_eq!(
+        started,
+        Some((queued.clone(), 1 << 20)),
+        "the worker gets the input"
+    );
+    assert_eq!(input_held(&reg, &queued), None, "moved, not copied");
+    assert!(reg.held_bytes() < 64 * 1024, "{}", reg.held_bytes());
+}
+
+#[test]
+fn an_ended_task_drops_its_input_and_a_canceled_queued_one_too() {
+    let reg = Registry::new(2);
+    let running = id_of(reg.admit(None, Owner::Session, input_of(1000)));
+    let waiting = id_of(reg.admit(None, Owner::Session, input_of(1000)));
+    let started = block_on(reg.next());
+    assert_eq!(started.map(|s| s.id), Some(running.clone()));
+    assert!(reg.cancel(waiting.as_str(), &Viewer::Everyone).is_ok());
+    assert_eq!(
+        input_held(&reg, &waiting),
+        None,
+        "a canceled task keeps no input"
+    );
+    reg.finish(&running, Outcome::Completed("four".into()));
+    assert_eq!(input_held(&reg, &running), None);
+    let answer = reg.get(running.as_str(), &Viewer::Everyone);
+    assert_eq!(
+        answer.map(|t| t["artifacts"][0]["parts"][0]["text"].clone()),
+        Some(Value::from("four")),
+        "an ended task still shows what GetTask shows"
+    );
+}
+
+#[test]
+fn past_its_byte_bound_the_registry_forgets_the_longest_ended_tasks_only() {
+    const RESPONSE: usize = 300 << 10;
+    let reg = Registry::with_retention(
+        1,
+        Retention {
+            tasks: 1000,
+            bytes: 1 << 20,
+        },
+    );
+    let mut ended = Vec::new();
+    for _ in 0..6 {
+        let id = id_of(reg.admit(None, Owner::Session, input_of(10)));
+        assert!(block_on(reg.next()).is_some());
+        reg.finish(&id, Outcome::Completed("r".repeat(RESPONSE)));
+        reg.release(&id);
+        ended.push(id);
+    }
+    // A live task whose input alone is past the bound: it is kept, and pushes out every
+    // ended task.
+    let live = id_of(reg.admit(None, Owner::Session, input_of(2 << 20)));
+    let everyone = Viewer::Everyone;
+    assert!(
+        reg.get(live.as_str(), &everyone).is_some(),
+        "a live task stays"
+    );
+    let kept: Vec<bool> = ended
+        .iter()
+        .map(|id| reg.get(id.as_str(), &everyone).is_some())
+        .collect();
+    assert_eq!(kept, [false; 6]);
+
+    // Without the big live task, three 300 KiB responses fit in 1 MiB and a fourth does not.
+    let reg = Registry::with_retention(
+        1,
+        Retention {
+            tasks: 1000,
+            bytes: 1 << 20,
+        },
+    );
+    let mut ended = Vec::new();
+    for _ in 0..6 {
+        let id = id_of(reg.admit(None, Owner::Session, input_of(10)));
+        assert!(block_on(reg.next()).is_some());
+        reg.finish(&id, Outcome::Completed("r".repeat(RESPONSE)));
+        reg.release(&id);
+        ended.push(id);
+        assert!(reg.held_bytes() <= 1 << 20, "{}", reg.held_bytes());
+    }
+    let kept: Vec<bool> = ended
+        .iter()
+        .map(|id| reg.get(id.as_str(), &everyone).is_some())
+        .collect();
+    assert_eq!(kept, [false, false, false, true, true, true]);
+    assert_eq!(reg.list(&all(), &everyone).total_size, 3);
+}
+
+#[test]
+fn the_byte_total_is_what_the_kept_tasks_hold() {
+    let reg = Registry::new(1);
+    let id = id_of(reg.admit(None, Owner::Session, input_of(5000)));
+    assert!(block_on(reg.next()).is_some());
+    let rx = reg.request_input(&id, "q".repeat(7000));
+    assert!(rx.is_some());
+    let with_prompt = reg.held_bytes();
+    assert!(with_prompt >= 7000, "{with_prompt}");
+    assert!(reg
+        .reply(id.as_str(), &Viewer::Everyone, None, "a".into())
+        .is_ok());
+    assert!(
+        reg.held_bytes() + 7000 <= with_prompt,
+        "the prompt is dropped"
+    );
+    reg.finish(&id, Outcome::Failed("f".repeat(3000)));
+    let sum: usize = reg
+        .read(id.as_str(), &Viewer::Everyone, |t| t.held_bytes())
+        .unwrap_or_default();
+    assert_eq!(reg.held_bytes(), sum, "one task: the total is its own");
+}
+
+#[test]
+fn an_ending_without_answer_fails_with_its_reason_and_says_what_is_missing() {
+    let reg = Registry::new(2);
+    let id = id_of(reg.admit(None, Owner::Session, input_of(1)));
+    assert!(block_on(reg.next()).is_some());
+    let below = vec![serde_json::json!({"member": "q", "status": "timed_out"})];
+    reg.finish_with(&id, Outcome::NoAnswer("q gave no answer".into()), below);
+    let task = reg.get(id.as_str(), &Viewer::Everyone).unwrap_or_default();
+    assert_eq!(task["status"]["state"], "TASK_STATE_FAILED");
+    assert_eq!(
+        task["status"]["message"]["parts"][0]["text"],
+        "q gave no answer"
+    );
+    assert_eq!(
+        task["metadata"],
+        serde_json::json!({"murmur": {"noAnswer": true,
+            "noAnswerBelow": [{"member": "q", "status": "timed_out"}]}})
+    );
+
+    // Canceled before its harness ended: the cancel stands, and says what was missing.
+    let canceled = id_of(reg.admit(None, Owner::Session, input_of(1)));
+    reg.release(&id);
+    assert!(block_on(reg.next()).is_some());
+    assert!(reg.cancel(canceled.as_str(), &Viewer::Everyone).is_ok());
+    let below = vec![serde_json::json!({"member": "c", "status": "canceled"})];
+    reg.finish_with(&canceled, Outcome::NoAnswer("late".into()), below);
+    let task = reg
+        .get(canceled.as_str(), &Viewer::Everyone)
+        .unwrap_or_default();
+    assert_eq!(task["status"]["state"], "TASK_STATE_CANCELED");
+    assert_eq!(
+        task["metadata"],
+        serde_json::json!({"murmur": {"noAnswerBelow": [{"member": "c", "status": "canceled"}]}})
+    );
+
+    // A task whose calls all answered carries no metadata at all.
+    let plain = id_of(reg.admit(None, Owner::Session, input_of(1)));
+    reg.release(&canceled);
+    assert!(block_on(reg.next()).is_some());
+    reg.finish_with(&plain, Outcome::Completed("ok".into()), Vec::new());
+    let task = reg
+        .get(plain.as_str(), &Viewer::Everyone)
+        .unwrap_or_default();
+    assert!(task.get("metadata").is_none(), "{task}");
+}
+
+fn all() -> ListQuery {
+    ListQuery {
+        context_id: None,
+        state: StateFilter::Any,
+        page_size: 100,
+        after_seq: None,
+        since_nanos: None,
+        include_artifacts: false,
+    }
+}
