@@ -1,0 +1,398 @@
+//! The trace's records (DESIGN §10) as one typed enum, and the one place an event becomes its
+//! JSON line. Every caller names an event and its typed fields; none spells an `event_type` or
+//! a key, so a record cannot drift from what `mur trace show` and the tests read. No variant has
+//! a field that could hold a token.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Serialize, Serializer};
+use serde_json::Value;
+
+use crate::clock::Millis;
+use crate::ids::{SessionId, TaskId};
+use crate::manifest::Interrupt;
+use crate::process::Mode;
+pub use crate::provenance::{Origin, Trust};
+use crate::tasks::TaskState;
+
+/// One trace record, without the three keys every record starts with (`event_type`,
+/// `session_id`, `timestamp`), which [`line`] adds. Each variant's fields serialise in the
+/// order they are declared here, which is the order they appear in the file.
+#[derive(Serialize, Debug, Clone, PartialEq)]
+#[serde(untagged)]
+pub enum TraceEvent {
+    SessionStart {
+        capsule: String,
+        version: String,
+        pid: u32,
+        url: String,
+        #[serde(serialize_with = "lossy_path")]
+        workdir: PathBuf,
+        #[serde(serialize_with = "lossy_path")]
+        manifest: PathBuf,
+        /// How harness attempts are contained; `null` for a door that starts no task.
+        containment: Option<Mode>,
+    },
+    SessionEnd {
+        /// The state the launch's own task ended in; `null` when the launch had none.
+        #[serde(serialize_with = "state_word")]
+        launch_task_state: Option<TaskState>,
+    },
+    A2aTaskReceived {
+        task_id: TaskId,
+        context_id: String,
+        /// The client's `messageId`; the launch's own task has none worth naming.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        message_id: Option<String>,
+        origin: Origin,
+        trust: Trust,
+    },
+    TaskStart {
+        task_id: TaskId,
+        context_id: String,
+        message_id: String,
+        reference_task_ids: Vec<String>,
+        /// Files handed to the agent with the task; a process capsule takes none.
+        attachments: Vec<String>,
+    },
+    TaskFailed {
+        task_id: TaskId,
+        cause: String,
+    },
+    TaskCanceled {
+        task_id: TaskId,
+        interrupted: Interrupted,
+        /// What was in flight when the loop stopped (residue items); a process capsule
+        /// leaves nothing in flight.
+        in_flight: Vec<Value>,
+        /// Only when a harness was interrupted: whether it had to be killed.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        harness_killed: Option<bool>,
+    },
+    TaskEnd {
+        task_id: TaskId,
+        status: EndStatus,
+        exit_status: EndStatus,
+        /// Absent for a task canceled before it ever ran.
+        #[serde(flatten, skip_serializing_if = "Option::is_none")]
+        ran: Option<Ran>,
+    },
+    HarnessStart {
+        task_id: TaskId,
+        context_id: String,
+        pid: i32,
+        /// The program the driver runs (its first word), never its arguments: they may carry
+        /// the guide or the prompt.
+        command: Option<String>,
+        session_mode: SessionMode,
+        harness_session: Option<String>,
+        containment: Mode,
+    },
+    HarnessInterrupt {
+        task_id: TaskId,
+        pid: i32,
+        interrupt: InterruptSent,
+        grace_ms: u64,
+    },
+    HarnessExit {
+        task_id: TaskId,
+        pid: i32,
+        cause: ExitCause,
+        exit_code: Option<i32>,
+        signal: Option<i32>,
+        killed: bool,
+        duration_ms: u64,
+        harness_session: Option<String>,
+    },
+    HarnessSessionForgotten {
+        context_id: String,
+        harness_session: String,
+        requested_by: RequestedBy,
+    },
+    ToolCall {
+        task_id: TaskId,
+        #[serde(flatten)]
+        call: Tool,
+    },
+    /// A message this capsule sent another door, once that door answered it. `task_id` and
+    /// `context_id` are the peer's task, `null` when it took no task (it refused the message).
+    A2aSend {
+        /// `host:port` of the door.
+        peer_url: String,
+        message_id: String,
+        task_id: Option<String>,
+        context_id: Option<String>,
+        /// The task of this capsule the message was sent for.
+        caller_task_id: TaskId,
+    },
+    /// One `call-member`, once it has an outcome. `task_id` and `context_id` are the member's
+    /// task, `null` when there was none; `reason` is `null` when it completed.
+    MemberCall {
+        member: String,
+        status: CallStatus,
+        caller_task_id: TaskId,
+        task_id: Option<String>,
+        context_id: Option<String>,
+        duration_ms: u64,
+        reason: Option<String>,
+    },
+    /// A destination the allow list refused: nothing was sent.
+    NetworkRefused {
+        caller_task_id: TaskId,
+        /// `scheme://host:port` of what was asked for (`policy::shown`): never a path or query.
+        destination: String,
+        reason: String,
+    },
+    /// Records the queue had no room for, counted and reported once there was room again.
+    TraceRecordsLost {
+        lost: u64,
+    },
+    /// Written by the supervisor into the trace of a formation member that died unexpectedly,
+    /// after a `task_failed` and `task_end` for each task it left unfinished.
+    CapsuleDied {
+        formation: String,
+        member: String,
+        exit_status: i32,
+    },
+}
+
+/// What a cancel interrupted.
+#[derive(Serialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Interrupted {
+    /// The task was still waiting in the queue: nothing ran.
+    Queue,
+    /// A harness attempt was running.
+    Harness,
+}
+
+/// How a task ended, in murmur's words.
+#[derive(Serialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum EndStatus {
+    Completed,
+    Failed,
+    Canceled,
+}
+
+/// What a task that ran used.
+#[derive(Serialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ran {
+    pub turns: u32,
+    pub duration_ms: u64,
+}
+
+/// Whether a harness attempt starts fresh or resumes its context's harness session.
+#[derive(Serialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionMode {
+    New,
+    Resume,
+}
+
+/// The interrupt a driver sent a harness.
+#[derive(Serialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum InterruptSent {
+    Sigint,
+    Stdin,
+    /// The driver declares no interrupt: the harness is killed at once.
+    None,
+}
+
+/// Why a harness attempt ended.
+#[derive(Serialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ExitCause {
+    /// It ended on its own.
+    Exited,
+    Canceled,
+    /// It printed more turns than `inference.max_turns` allows and was stopped.
+    MaxTurns,
+    /// Its program could not be started.
+    NotStarted,
+    /// It ran `mur end-without-answer` and did not exit within the grace, so it was stopped.
+    EndedWithoutAnswer,
+}
+
+/// How one `call-member` ended: the `member_call` record's `status`, and the `status` of each
+/// `noAnswerBelow` entry (agent-card.md "Task metadata"). Spelled here and nowhere else.
+#[derive(Serialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum CallStatus {
+    /// The member's task completed with an answer.
+    Completed,
+    /// The member's task failed.
+    Failed,
+    /// The member's task was canceled (by this capsule, because its calling task was, or by
+    /// someone else).
+    Canceled,
+    /// The member's door refused the message, or its task was rejected (busy or closing).
+    Rejected,
+    /// No answer within the call's timeout; the member's task was canceled.
+    TimedOut,
+    /// The member's door could not be reached, or could not say how its task stands while it
+    /// ran (unreachable three times in a row, or a refusal).
+    Unreachable,
+    /// The member's task ended without an answer: it ran end-without-answer, completed with no
+    /// response, or stopped to ask for input call-member cannot give.
+    NoAnswer,
+}
+
+const CALL_STATUSES: [(CallStatus, &str); 7] = [
+    (CallStatus::Completed, "completed"),
+    (CallStatus::Failed, "failed"),
+    (CallStatus::Canceled, "canceled"),
+    (CallStatus::Rejected, "rejected"),
+    (CallStatus::TimedOut, "timed_out"),
+    (CallStatus::Unreachable, "unreachable"),
+    (CallStatus::NoAnswer, "no_answer"),
+];
+
+impl CallStatus {
+    pub fn as_str(self) -> &'static str {
+        CALL_STATUSES
+            .iter()
+            .find(|(s, _)| *s == self)
+            .map(|(_, w)| *w)
+            .unwrap_or("")
+    }
+
+    pub fn parse(word: &str) -> Option<CallStatus> {
+        CALL_STATUSES
+            .iter()
+            .find(|(_, w)| *w == word)
+            .map(|(s, _)| *s)
+    }
+}
+
+/// Who asked for a harness session to be dropped.
+#[derive(Serialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum RequestedBy {
+    /// The message's `forgetSession`.
+    A2a,
+}
+
+/// A helper a harness ran through its capsule, with what it asked.
+#[derive(Serialize, Debug, Clone, PartialEq)]
+#[serde(tag = "tool", rename_all = "kebab-case")]
+pub enum Tool {
+    RequestInput {
+        question: String,
+    },
+    /// `mur send-message`: the destination as `policy::shown` names it (the text is not
+    /// recorded).
+    SendMessage {
+        destination: String,
+    },
+    /// `mur call-member`: the member as named (the text is not recorded).
+    CallMember {
+        member: String,
+    },
+    EndWithoutAnswer {
+        reason: String,
+    },
+}
+
+impl From<&Interrupt> for InterruptSent {
+    fn from(i: &Interrupt) -> Self {
+        match i {
+            Interrupt::Sigint => InterruptSent::Sigint,
+            Interrupt::Stdin(_) => InterruptSent::Stdin,
+            Interrupt::None => InterruptSent::None,
+        }
+    }
+}
+
+impl TraceEvent {
+    /// The record's `event_type`.
+    pub fn event_type(&self) -> &'static str {
+        match self {
+            TraceEvent::SessionStart { .. } => "session_start",
+            TraceEvent::SessionEnd { .. } => "session_end",
+            TraceEvent::A2aTaskReceived { .. } => "a2a_task_received",
+            TraceEvent::TaskStart { .. } => "task_start",
+            TraceEvent::TaskFailed { .. } => "task_failed",
+            TraceEvent::TaskCanceled { .. } => "task_canceled",
+            TraceEvent::TaskEnd { .. } => "task_end",
+            TraceEvent::HarnessStart { .. } => "harness_start",
+            TraceEvent::HarnessInterrupt { .. } => "harness_interrupt",
+            TraceEvent::HarnessExit { .. } => "harness_exit",
+            TraceEvent::HarnessSessionForgotten { .. } => "harness_session_forgotten",
+            TraceEvent::ToolCall { .. } => "tool_call",
+            TraceEvent::A2aSend { .. } => "a2a_send",
+            TraceEvent::MemberCall { .. } => "member_call",
+            TraceEvent::NetworkRefused { .. } => "network_refused",
+            TraceEvent::TraceRecordsLost { .. } => "trace_records_lost",
+            TraceEvent::CapsuleDied { .. } => "capsule_died",
+        }
+    }
+
+    /// The end of a task; `status` and `exit_status` always agree.
+    pub fn task_end(task_id: TaskId, status: EndStatus, ran: Option<Ran>) -> TraceEvent {
+        TraceEvent::TaskEnd {
+            task_id,
+            status,
+            exit_status: status,
+            ran,
+        }
+    }
+
+    /// The cancel of a task that never left the queue.
+    pub fn canceled_in_queue(task_id: TaskId) -> TraceEvent {
+        TraceEvent::TaskCanceled {
+            task_id,
+            interrupted: Interrupted::Queue,
+            in_flight: Vec::new(),
+            harness_killed: None,
+        }
+    }
+
+    /// The cancel of a task whose harness was interrupted (and killed, when `killed`).
+    pub fn canceled_in_harness(task_id: TaskId, killed: bool) -> TraceEvent {
+        TraceEvent::TaskCanceled {
+            task_id,
+            interrupted: Interrupted::Harness,
+            in_flight: Vec::new(),
+            harness_killed: Some(killed),
+        }
+    }
+}
+
+/// The three keys every record starts with, then the event's own.
+#[derive(Serialize)]
+struct Line<'a> {
+    event_type: &'static str,
+    session_id: &'a SessionId,
+    timestamp: String,
+    #[serde(flatten)]
+    event: &'a TraceEvent,
+}
+
+/// The record as written: one JSON object and its newline. The only place a record is spelled.
+pub fn line(event: &TraceEvent, session_id: &SessionId, at: Millis) -> serde_json::Result<Vec<u8>> {
+    let mut bytes = serde_json::to_vec(&Line {
+        event_type: event.event_type(),
+        session_id,
+        timestamp: at.rfc3339(),
+        event,
+    })?;
+    bytes.push(b'\n');
+    Ok(bytes)
+}
+
+/// A path that is not UTF-8 is still recorded (lossily) rather than losing the record.
+fn lossy_path<S: Serializer>(p: &Path, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&p.to_string_lossy())
+}
+
+fn state_word<S: Serializer>(state: &Option<TaskState>, s: S) -> Result<S::Ok, S::Error> {
+    match state {
+        Some(state) => s.serialize_str(state.word()),
+        None => s.serialize_none(),
+    }
+}
+
+#[cfg(test)]
+mod tests;
