@@ -7,6 +7,7 @@ pub mod agent;
 pub mod allocator;
 pub mod auth;
 pub mod clock;
+pub mod delegation;
 pub mod door;
 pub mod errands;
 pub mod harness;

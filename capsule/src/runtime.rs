@@ -47,6 +47,12 @@ pub struct CapsuleConfig {
     /// A formation member's wiring file (`crate::wiring`); `None` for a capsule launched alone.
     #[serde(default)]
     pub wiring: Option<PathBuf>,
+    /// Whether the supervisor's control socket is on `delegation::protocol::CONTROL_FD`.
+    #[serde(default)]
+    pub control: bool,
+    /// A sub-capsule's parent: where its launch task's completion goes. `None` otherwise.
+    #[serde(default)]
+    pub completion: Option<crate::delegation::protocol::CompletionTarget>,
 }
 
 /// The launch's own task (`mur run --task`).

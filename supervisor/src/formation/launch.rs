@@ -252,6 +252,8 @@ fn write_credentials(
             containment: opts.containment.clone(),
             run_dir: Some(records::run_dir()),
             wiring,
+            control: false,
+            completion: None,
         });
     }
     Ok(configs)
