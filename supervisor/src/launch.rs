@@ -5,6 +5,7 @@
 use std::io::ErrorKind;
 use std::net::TcpListener;
 use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream as StdUnixStream;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -13,6 +14,7 @@ use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::Pid;
 use tokio::sync::mpsc::UnboundedReceiver;
 
+use capsule::delegation::protocol::CONTROL_FD;
 use capsule::process::{self, tree, ChildSetup};
 use capsule::runtime::{CapsuleConfig, CONFIG_ENV};
 
@@ -44,8 +46,14 @@ pub fn become_subreaper() {
 }
 
 /// Re-executes `mur` as a capsule on `listener`, in its own process group, with a parent-death
-/// signal. Its stdout is piped (the launch relays it after announcing); stderr is shared.
-pub fn spawn_capsule(listener: &TcpListener, config: &CapsuleConfig) -> CliResult<Child> {
+/// signal, and with `control` (its end of the supervisor's control socket) on
+/// [`CONTROL_FD`]. Its stdout is piped (the launch relays it after announcing); stderr is
+/// shared.
+pub fn spawn_capsule(
+    listener: &TcpListener,
+    control: &StdUnixStream,
+    config: &CapsuleConfig,
+) -> CliResult<Child> {
     let exe = std::env::current_exe().map_err(|e| {
         CliError::new(
             Code::CapsuleDidNotStart,
@@ -70,7 +78,10 @@ pub fn spawn_capsule(listener: &TcpListener, config: &CapsuleConfig) -> CliResul
     ChildSetup {
         own_group: true,
         death_signal: Some(Signal::SIGTERM),
-        fds: vec![(listener.as_raw_fd(), LISTEN_FD)],
+        fds: vec![
+            (listener.as_raw_fd(), LISTEN_FD),
+            (control.as_raw_fd(), CONTROL_FD),
+        ],
     }
     .apply(&mut cmd);
     cmd.spawn().map_err(|e| {
@@ -99,6 +110,21 @@ pub fn start_reaper() -> UnboundedReceiver<(i32, i32)> {
         }
     });
     rx
+}
+
+/// A capsule's control socket: the supervisor's end (async) and the capsule's (to inherit).
+pub fn control_pair() -> CliResult<(tokio::net::UnixStream, StdUnixStream)> {
+    let failed = |e: std::io::Error| {
+        CliError::new(
+            Code::CapsuleDidNotStart,
+            format!("cannot make a capsule's control socket: {e}"),
+            "check the process's open-file limit (ulimit -n)",
+        )
+    };
+    let (ours, theirs) = StdUnixStream::pair().map_err(failed)?;
+    ours.set_nonblocking(true).map_err(failed)?;
+    let ours = tokio::net::UnixStream::from_std(ours).map_err(failed)?;
+    Ok((ours, theirs))
 }
 
 pub fn terminate_group(pgid: i32, signal: Signal) {

@@ -3,6 +3,7 @@
 
 mod client;
 mod commands;
+mod delegation;
 mod error;
 mod formation;
 mod launch;

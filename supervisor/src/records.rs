@@ -49,6 +49,11 @@ pub struct RunningCapsule {
     pub records: PathBuf,
     pub formation: Option<String>,
     pub member: Option<String>,
+    /// A sub-capsule's parent session and the delegation that started it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delegation_id: Option<String>,
     pub started_at: String,
 }
 

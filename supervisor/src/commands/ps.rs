@@ -29,7 +29,7 @@ struct Row {
 
 /// What the listing shows, top-level item by top-level item (newest first).
 enum Item {
-    Lone(Row),
+    Lone(Box<Row>),
     /// One launch of a formation: its heading and its members, in roster order.
     Formation {
         heading: String,
@@ -91,7 +91,7 @@ fn group(rows: Vec<Row>) -> Vec<Item> {
     let mut items: Vec<Item> = Vec::new();
     for row in rows {
         if row.rec.formation.is_none() {
-            items.push(Item::Lone(row));
+            items.push(Item::Lone(Box::new(row)));
             continue;
         }
         let joined = items.iter_mut().find_map(|item| match item {

@@ -22,7 +22,7 @@ pub struct RunArgs {
 }
 
 /// The checks a launch makes before anything starts: what this release can run.
-fn check_runnable(m: &Manifest) -> CliResult<()> {
+pub(crate) fn check_runnable(m: &Manifest) -> CliResult<()> {
     // A door that starts no task never runs inference: any driver (or none) will do.
     if m.lifecycle.task_acceptance == TaskAcceptance::None {
         return Ok(());

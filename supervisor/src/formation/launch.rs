@@ -8,7 +8,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::Child;
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
@@ -26,6 +26,7 @@ use super::failure;
 use super::plan::Plan;
 use super::wire;
 use crate::client;
+use crate::delegation::{Parent, Service};
 use crate::error::{CliError, CliResult, Code};
 use crate::launch;
 use crate::records::{self, RunningCapsule};
@@ -92,8 +93,11 @@ pub async fn run(plan: Plan, opts: Options) -> CliResult<i32> {
         }
     };
     let exits = launch::start_reaper();
-    let mut members = match spawn_all(&plan, &listeners, configs, &sessions, &dirs, &urls, &minted)
-    {
+    let service = Service::new(opts.containment.clone());
+    let spawned = spawn_all(
+        &plan, &listeners, configs, &sessions, &dirs, &urls, &minted, &service,
+    );
+    let mut members = match spawned {
         Ok(m) => m,
         Err(e) => {
             launch::sweep();
@@ -102,7 +106,7 @@ pub async fn run(plan: Plan, opts: Options) -> CliResult<i32> {
         }
     };
     drop(listeners);
-    let mut exits = Exits::new(exits);
+    let mut exits = Exits::new(exits, service.clone());
     if let Err(e) = wait_ready(&plan, &members, &mut exits).await {
         for m in &members {
             launch::terminate_group(m.pid, Signal::SIGKILL);
@@ -126,6 +130,16 @@ pub async fn run(plan: Plan, opts: Options) -> CliResult<i32> {
         let _ = m.stdout.relay.send(i == plan.entry);
     }
     let code = supervise(&plan, &mut members, &mut exits, stops).await;
+    // Sub-capsules go cleanly too (their parents are gone, or going); their exits must still
+    // be collected meanwhile.
+    let children = service.stop_all();
+    tokio::pin!(children);
+    loop {
+        tokio::select! {
+            _ = &mut children => break,
+            _ = exits.next_of(&[]) => {}
+        }
+    }
     launch::sweep();
     for m in &members {
         m.record.remove();
@@ -196,7 +210,7 @@ fn write_rosters(plan: &Plan, sessions: &[SessionId], dirs: &[PathBuf]) -> CliRe
 /// The launched manifest into the records, 0600 like every record (`fs::copy` would carry the
 /// source's mode). At most the 1 MiB a manifest may be: a file grown since it was validated is
 /// refused by the capsule's own load, and must not fill the records meanwhile.
-fn copy_manifest(from: &Path, to: &Path) -> std::io::Result<()> {
+pub(crate) fn copy_manifest(from: &Path, to: &Path) -> std::io::Result<()> {
     use std::io::Read;
     let limit = capsule::manifest::limits::MAX_BYTES;
     let mut source = std::fs::File::open(from)?.take(limit);
@@ -259,6 +273,7 @@ fn write_credentials(
     Ok(configs)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn spawn_all(
     plan: &Plan,
     listeners: &[TcpListener],
@@ -267,11 +282,27 @@ fn spawn_all(
     dirs: &[PathBuf],
     urls: &[String],
     minted: &[Vec<Minted>],
+    service: &Arc<Service>,
 ) -> CliResult<Vec<Member>> {
     let mut members: Vec<Member> = Vec::new();
-    for (i, config) in configs.into_iter().enumerate() {
+    for (i, mut config) in configs.into_iter().enumerate() {
         let m = &plan.members[i];
-        let mut child = match launch::spawn_capsule(&listeners[i], &config) {
+        let (ours, theirs) = launch::control_pair()?;
+        config.control = true;
+        let spawned = launch::spawn_capsule(&listeners[i], &theirs, &config);
+        drop(theirs);
+        if spawned.is_ok() {
+            service.serve(
+                Parent {
+                    session_id: sessions[i].to_string(),
+                    url: urls[i].clone(),
+                    manifest: m.manifest.clone(),
+                    records: dirs[i].clone(),
+                },
+                ours,
+            );
+        }
+        let mut child = match spawned {
             Ok(c) => c,
             Err(e) => {
                 for started in &members {
@@ -291,6 +322,8 @@ fn spawn_all(
             records: dirs[i].clone(),
             formation: plan.formation.as_ref().map(|f| f.name.clone()),
             member: plan.is_formation().then(|| m.name.clone()),
+            parent: None,
+            delegation_id: None,
             started_at: String::new(),
         };
         members.push(Member {
@@ -308,7 +341,7 @@ fn spawn_all(
     Ok(members)
 }
 
-fn operator_token(minted: &[Minted]) -> Option<String> {
+pub(crate) fn operator_token(minted: &[Minted]) -> Option<String> {
     minted
         .iter()
         .find(|t| t.scopes.is_none())
@@ -317,13 +350,13 @@ fn operator_token(minted: &[Minted]) -> Option<String> {
 
 /// A member's stdout, read by a thread: its first line says it is ready; the rest (the launch
 /// task's answer, on the entry) is relayed once the launch is announced, or drained.
-struct CapsuleStdout {
-    first_line: mpsc::Receiver<String>,
+pub(crate) struct CapsuleStdout {
+    pub(crate) first_line: mpsc::Receiver<String>,
     /// `true`: relay to this process's stdout; `false`: drain.
-    relay: mpsc::Sender<bool>,
+    pub(crate) relay: mpsc::Sender<bool>,
 }
 
-fn read_stdout(child: &mut Child) -> CapsuleStdout {
+pub(crate) fn read_stdout(child: &mut Child) -> CapsuleStdout {
     let (line_tx, first_line) = mpsc::channel();
     let (relay, go) = mpsc::channel::<bool>();
     if let Some(from) = child.stdout.take() {
@@ -351,19 +384,34 @@ fn read_stdout(child: &mut Child) -> CapsuleStdout {
 struct Exits {
     rx: UnboundedReceiver<(i32, i32)>,
     seen: Vec<(i32, i32)>,
+    /// Sub-capsules' exits are theirs.
+    children: Arc<Service>,
 }
 
 impl Exits {
-    fn new(rx: UnboundedReceiver<(i32, i32)>) -> Exits {
+    fn new(rx: UnboundedReceiver<(i32, i32)>, children: Arc<Service>) -> Exits {
         Exits {
             rx,
             seen: Vec::new(),
+            children,
         }
     }
 
+    /// Keeps an exit for a member, hands a sub-capsule's to the delegation service; answers
+    /// whether it was kept.
+    fn route(&mut self, pid: i32, code: i32) -> bool {
+        if self.children.owns(pid) {
+            self.children.exited(pid, code);
+            return false;
+        }
+        true
+    }
+
     fn drain(&mut self) {
-        while let Ok(exit) = self.rx.try_recv() {
-            self.seen.push(exit);
+        while let Ok((pid, code)) = self.rx.try_recv() {
+            if self.route(pid, code) {
+                self.seen.push((pid, code));
+            }
         }
     }
 
@@ -379,7 +427,7 @@ impl Exits {
         }
         loop {
             let (pid, code) = self.rx.recv().await?;
-            if pids.contains(&pid) {
+            if self.route(pid, code) && pids.contains(&pid) {
                 return Some((pid, code));
             }
         }
@@ -551,6 +599,9 @@ async fn supervise(plan: &Plan, members: &mut [Member], exits: &mut Exits, stops
             return code;
         };
         let m = &members[i];
+        let (children, session) = (exits.children.clone(), m.session_id.clone());
+        // Its sub-capsules go with it; their exits arrive while this loop goes on.
+        tokio::spawn(async move { children.stop_children_of(&session).await });
         let failed =
             failure::record(&m.records, &m.session_id, &formation.name, &m.name, code).await;
         let then = match formation.on_member_failure {
