@@ -2,7 +2,8 @@
 //! that does not answer its card is shown as unreachable. A formation is shown as a tree: one
 //! line naming it, then its members in roster order. Every row keeps the `@N` that
 //! `records::resolve_running` gives its session (newest first over all running capsules), so
-//! `mur stop @2` names exactly the row marked `@2`.
+//! `mur stop @2` names exactly the row marked `@2`. A sub-capsule is listed under the capsule
+//! that delegated to it (`↳`), at every depth.
 
 use std::time::Duration;
 
@@ -57,10 +58,17 @@ pub async fn run(as_json: bool) -> CliResult<i32> {
         "{:<4} {:<36} {:<20} {:<24} {:>8}  STATUS\n",
         "", "SESSION", "CAPSULE", "URL", "PID"
     );
-    for item in group(rows) {
-        for line in item_lines(&item) {
+    // Sub-capsules are listed under the capsule that delegated to them, at every depth.
+    let (children, top): (Vec<Row>, Vec<Row>) =
+        rows.into_iter().partition(|r| r.rec.parent.is_some());
+    for item in group(top) {
+        for (line, session) in item_lines(&item) {
             text.push_str(&line);
             text.push('\n');
+            for child in children_lines(&children, &session, 1) {
+                text.push_str(&child);
+                text.push('\n');
+            }
         }
     }
     super::emit(&text);
@@ -83,6 +91,7 @@ fn json_entry(row: &Row) -> Value {
         "version": r.version, "url": r.url, "pid": r.pid, "status": status(row.up),
         "started_at": r.started_at, "records": r.records,
         "formation": r.formation, "member": r.member,
+        "parent": r.parent, "delegation_id": r.delegation_id,
     })
 }
 
@@ -145,15 +154,16 @@ fn row_line(row: &Row, capsule: &str) -> String {
 }
 
 /// A lone capsule is one line, as it always was; a formation is its heading, then one line per
-/// member whose CAPSULE column is the member's name on a branch of the tree.
-fn item_lines(item: &Item) -> Vec<String> {
+/// member whose CAPSULE column is the member's name on a branch of the tree. Each line comes
+/// with the session it shows (empty for a heading), for its sub-capsules to follow it.
+fn item_lines(item: &Item) -> Vec<(String, String)> {
     match item {
-        Item::Lone(row) => vec![row_line(
-            row,
-            &format!("{} {}", row.rec.name, row.rec.version),
+        Item::Lone(row) => vec![(
+            row_line(row, &format!("{} {}", row.rec.name, row.rec.version)),
+            row.rec.session_id.clone(),
         )],
         Item::Formation { heading, members } => {
-            let mut lines = vec![format!("{:<4} {heading}", "")];
+            let mut lines = vec![(format!("{:<4} {heading}", ""), String::new())];
             for (i, row) in members.iter().enumerate() {
                 let branch = if i + 1 == members.len() {
                     "└─"
@@ -161,9 +171,35 @@ fn item_lines(item: &Item) -> Vec<String> {
                     "├─"
                 };
                 let member = row.rec.member.as_deref().unwrap_or(&row.rec.name);
-                lines.push(row_line(row, &format!("{branch} {member}")));
+                lines.push((
+                    row_line(row, &format!("{branch} {member}")),
+                    row.rec.session_id.clone(),
+                ));
             }
             lines
         }
     }
+}
+
+/// The sub-capsules `parent` delegated to, each as `↳ NAME VERSION` indented by its depth, each
+/// followed by its own.
+fn children_lines(children: &[Row], parent: &str, depth: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    if parent.is_empty() || depth > 16 {
+        return lines;
+    }
+    for row in children
+        .iter()
+        .filter(|r| r.rec.parent.as_deref() == Some(parent))
+    {
+        let name = format!(
+            "{}↳ {} {}",
+            "  ".repeat(depth - 1),
+            row.rec.name,
+            row.rec.version
+        );
+        lines.push(row_line(row, &name));
+        lines.extend(children_lines(children, &row.rec.session_id, depth + 1));
+    }
+    lines
 }

@@ -33,7 +33,9 @@ pub async fn run(address: &str) -> CliResult<i32> {
     for line in account(&rec).await? {
         println!("{line}");
     }
-    let target = if rec.supervisor_pid != 0 {
+    // A sub-capsule is stopped alone (its parent's delegation then ends with it); anything
+    // else by its launch, which ends everything it started.
+    let target = if rec.supervisor_pid != 0 && rec.parent.is_none() {
         rec.supervisor_pid
     } else {
         rec.pid
