@@ -16,6 +16,8 @@ The task text (stdin, or the last argument with --prompt-arg) may hold directive
   @pidfile FILE      write this harness's pid to FILE
   @wait-for FILE     wait (at most 60 s) until FILE exists
   @run COMMAND       run COMMAND with sh and answer {"code": N, "out": "...", "err": "..."}
+  @delegate NAME TEXT  run `mur delegate-task NAME TEXT` and answer with what it printed
+                     (exit 3 with its stderr when it fails)
   @tokenfile FILE    write MURMUR_TASK_TOKEN to FILE (tests of the control surface)
   @turns N           (stream-json) write N assistant turns before the result
 
@@ -75,6 +77,13 @@ def main():
             deadline = time.time() + 60
             while not os.path.exists(rest) and time.time() < deadline:
                 time.sleep(0.01)
+        elif word == "@delegate":
+            name, _, text = rest.partition(" ")
+            out = subprocess.run(["mur", "delegate-task", name, text], capture_output=True, text=True)
+            if out.returncode != 0:
+                sys.stderr.write(out.stderr)
+                sys.exit(3)
+            answer = out.stdout.rstrip("\n")
         elif word == "@run":
             out = subprocess.run(["sh", "-c", rest], capture_output=True, text=True)
             answer = json.dumps({"code": out.returncode, "out": out.stdout, "err": out.stderr})
