@@ -13,7 +13,7 @@ mod event;
 mod writer;
 
 pub use event::{
-    CallStatus, EndStatus, ExitCause, InterruptSent, Interrupted, Origin, Ran, RequestedBy,
+    CallStatus, DelegationState, EndStatus, ExitCause, InterruptSent, Interrupted, Origin, Ran, RequestedBy,
     SessionMode, Tool, TraceEvent, Trust,
 };
 
