@@ -5,3 +5,4 @@
 //! and what a child is told about the parent its completion goes to.
 
 pub mod protocol;
+pub mod supervisor;
