@@ -101,7 +101,8 @@ impl Supervisor {
             None => return Err(LinkError::Closed),
         };
         let answered = async {
-            let mut line = serde_json::to_vec(&Request { id, op }).map_err(|_| LinkError::Closed)?;
+            let mut line =
+                serde_json::to_vec(&Request { id, op }).map_err(|_| LinkError::Closed)?;
             line.push(b'\n');
             {
                 let mut w = self.writer.lock().await;
@@ -205,7 +206,10 @@ mod tests {
         let link = Supervisor::new(ours);
         let slow = {
             let link = link.clone();
-            tokio::spawn(async move { link.request(delegate("dlg_a"), Duration::from_secs(5)).await })
+            tokio::spawn(async move {
+                link.request(delegate("dlg_a"), Duration::from_secs(5))
+                    .await
+            })
         };
         // `end` is answered while `delegate` still waits: the writer is not held across it.
         let ended = link
@@ -229,13 +233,17 @@ mod tests {
         let link = Supervisor::new(ours);
         let waiting = {
             let link = link.clone();
-            tokio::spawn(async move { link.request(delegate("dlg_a"), Duration::from_secs(5)).await })
+            tokio::spawn(async move {
+                link.request(delegate("dlg_a"), Duration::from_secs(5))
+                    .await
+            })
         };
         tokio::time::sleep(Duration::from_millis(50)).await;
         drop(theirs);
         assert_eq!(waiting.await.unwrap(), Err(LinkError::Closed));
         assert_eq!(
-            link.request(delegate("dlg_b"), Duration::from_secs(1)).await,
+            link.request(delegate("dlg_b"), Duration::from_secs(1))
+                .await,
             Err(LinkError::Closed)
         );
     }
@@ -254,7 +262,8 @@ mod tests {
         write.write_all(b"\n").await.unwrap();
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert_eq!(
-            link.request(delegate("dlg_b"), Duration::from_secs(1)).await,
+            link.request(delegate("dlg_b"), Duration::from_secs(1))
+                .await,
             Err(LinkError::Closed)
         );
     }

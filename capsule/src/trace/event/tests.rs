@@ -454,8 +454,9 @@ fn delivery_error() {
         TraceEvent::DeliveryError {
             delegation_id: dlg(),
             parent_url: "localhost:41873".into(),
-            reason: "JSON-RPC error -31002: no task in this session is waiting for delegation dlg_1"
-                .into(),
+            reason:
+                "JSON-RPC error -31002: no task in this session is waiting for delegation dlg_1"
+                    .into(),
         },
         "delivery_error",
         r#""delegation_id":"dlg_1","parent_url":"localhost:41873","reason":"JSON-RPC error -31002: no task in this session is waiting for delegation dlg_1""#,
@@ -464,7 +465,14 @@ fn delivery_error() {
 
 #[test]
 fn delegation_states_round_trip() {
-    for w in ["completed", "failed", "canceled", "rejected", "ended", "lost"] {
+    for w in [
+        "completed",
+        "failed",
+        "canceled",
+        "rejected",
+        "ended",
+        "lost",
+    ] {
         assert_eq!(DelegationState::parse(w).map(|s| s.as_str()), Some(w));
     }
     assert_eq!(DelegationState::parse("TASK_STATE_COMPLETED"), None);
