@@ -9,3 +9,6 @@ pub mod delegate;
 pub mod deliver;
 pub mod protocol;
 pub mod supervisor;
+
+#[cfg(test)]
+mod tests;
