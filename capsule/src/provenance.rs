@@ -17,6 +17,12 @@ pub const ORIGIN_HEADER: &str = "x-murmur-task-origin";
 pub const TRUST_HEADER: &str = "x-murmur-task-trust";
 /// The origin a capsule's outbound messages carry.
 pub const PEER: &str = "peer";
+/// The origin a sub-capsule's completion carries.
+pub const COMPLETION: &str = "completion";
+/// On a completion: the session it is for.
+pub const COMPLETION_SESSION_HEADER: &str = "x-murmur-completion-session";
+/// On a completion: the delegation it answers.
+pub const DELEGATION_HEADER: &str = "x-murmur-delegation-id";
 
 /// Where an accepted task came from.
 #[derive(Serialize, Debug, Clone, Copy, PartialEq, Eq)]

@@ -168,6 +168,17 @@ async fn run(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
             return exit::CANNOT_START;
         }
     };
+    // Taken (and made close-on-exec) before any harness can start.
+    let supervisor = match config.control {
+        true => match crate::delegation::supervisor::Supervisor::inherited() {
+            Ok(s) => Some(s),
+            Err(e) => {
+                eprintln!("error: the supervisor's control socket is unusable: {e}");
+                return exit::CANNOT_START;
+            }
+        },
+        false => None,
+    };
     let events = Arc::new(EventLog::default());
     let recorder = events.clone();
     let registry = Registry::new(slots(&manifest)).observed(Arc::new(move |t| recorder.record(t)));
@@ -183,7 +194,9 @@ async fn run(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
             config.records_dir.clone(),
             config.mur_exe.clone(),
         )
-        .wired(wiring),
+        .wired(wiring)
+        .delegating(supervisor)
+        .completing_to(config.completion.clone()),
     );
     session.trace.event(TraceEvent::SessionStart {
         capsule: session.manifest.name.clone(),

@@ -10,6 +10,9 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
+use crate::delegation::completion::Awaited;
+use crate::delegation::protocol::CompletionTarget;
+use crate::delegation::supervisor::Supervisor;
 use crate::errands::Errands;
 use crate::harness::HarnessSessions;
 use crate::ids::{SessionId, TaskId};
@@ -49,6 +52,13 @@ pub struct Session {
     pub errands: Errands,
     /// Set once the capsule is going down.
     pub shutdown: watch::Sender<bool>,
+    /// The control socket to the supervisor, which starts and ends sub-capsules; `None` when
+    /// the supervisor gave none (this capsule cannot delegate).
+    pub supervisor: Option<Arc<Supervisor>>,
+    /// The delegations this session's tasks await the completion of.
+    pub delegations: Awaited,
+    /// A sub-capsule's parent: where its launch task's completion goes.
+    pub completion: Option<CompletionTarget>,
 }
 
 fn digest(token: &str) -> [u8; 32] {
@@ -86,7 +96,35 @@ impl Session {
             errands: Errands::default(),
             wiring: None,
             shutdown: watch::channel(false).0,
+            supervisor: None,
+            delegations: Awaited::default(),
+            completion: None,
         }
+    }
+
+    /// A capsule whose supervisor handed it a control socket: its tasks may delegate.
+    pub fn delegating(mut self, supervisor: Option<Arc<Supervisor>>) -> Session {
+        self.supervisor = supervisor;
+        self
+    }
+
+    /// A sub-capsule: its launch task's completion goes to `target`, whose door its allow list
+    /// therefore includes (the child could not report back otherwise; it reaches nothing else
+    /// of its parent's).
+    pub fn completing_to(mut self, target: Option<CompletionTarget>) -> Session {
+        if let Some(t) = &target {
+            let host_port = t
+                .url
+                .strip_prefix("http://")
+                .unwrap_or(&t.url)
+                .trim_end_matches('/')
+                .to_owned();
+            if !self.allow.contains(&host_port) {
+                self.allow.push(host_port);
+            }
+        }
+        self.completion = target;
+        self
     }
 
     /// The session of a formation member: its wiring, and the allow list that wiring extends.

@@ -91,6 +91,13 @@ enum Cmd {
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         text: Vec<String>,
     },
+    /// (harness helper) Start a sub-capsule from capabilities.delegate.allow with TEXT as its task, and print its response once it completes
+    DelegateTask {
+        /// The sub-capsule, by its manifest's name
+        capsule: String,
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        text: Vec<String>,
+    },
     /// (harness helper) Send TEXT to the A2A agent at URL and print its task (JSON) once it settles
     SendMessage {
         /// Wait at most this many seconds for the task to settle (default 1800)
@@ -205,6 +212,9 @@ async fn dispatch(cmd: Cmd) -> CliResult<i32> {
             member,
             text,
         } => commands::helpers::call_member(&member, &text.join(" "), timeout).await,
+        Cmd::DelegateTask { capsule, text } => {
+            commands::helpers::delegate_task(&capsule, &text.join(" ")).await
+        }
         Cmd::SendMessage {
             timeout,
             context,

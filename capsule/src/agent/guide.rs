@@ -15,6 +15,10 @@ its answer on stdout, and exits non-zero with the reason on stderr when it fails
   the members listed below) and wait for its answer, which it prints. It fails, naming why
   (failed, canceled, rejected, timed_out, unreachable, no_answer), when the member gives none.
   It waits at most 1800 seconds unless --timeout says otherwise.
+- `mur delegate-task CAPSULE TEXT` — start a sub-capsule (CAPSULE is the name of one of the
+  manifests this capsule's capabilities.delegate.allow lists) with TEXT as its task, and wait
+  for its response, which it prints. It fails, naming the sub-capsule's state and reason, when
+  that task did not complete.
 - `mur send-message [--timeout SECS] [--context ID] [--task ID] URL TEXT` — send TEXT to the A2A
   agent at URL (only destinations this capsule's capabilities.network.allow names can be
   reached) and wait until its task settles; it prints that task as JSON, whatever its state.

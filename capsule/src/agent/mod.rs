@@ -31,12 +31,22 @@ pub async fn work(
     while let Some(task) = session.registry.next().await {
         let id = task.id.clone();
         let outcome = run_harness(&session, &driver, &containment, &guide, task).await;
-        if launch.as_ref() == Some(&id) {
+        let is_launch = launch.as_ref() == Some(&id);
+        if is_launch {
             report_launch_outcome(&outcome);
         }
+        // A sub-capsule reports its launch task's end to its parent, and then ends: it exists
+        // for that one task, and its supervisor sees it exit.
+        let completes = match (&session.completion, is_launch) {
+            (Some(target), true) => {
+                crate::delegation::deliver::deliver(&session, target, &outcome).await;
+                true
+            }
+            _ => false,
+        };
         session.registry.release(&id);
         let exit = session.manifest.lifecycle.after_task == AfterTask::Exit;
-        if exit && session.registry.is_idle() {
+        if completes || (exit && session.registry.is_idle()) {
             let _ = session.shutdown.send(true);
             break;
         }

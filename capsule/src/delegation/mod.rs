@@ -4,4 +4,11 @@
 //! requests a capsule sends its supervisor over the control socket the supervisor handed it,
 //! and what a child is told about the parent its completion goes to.
 
+pub mod completion;
+pub mod delegate;
+pub mod deliver;
 pub mod protocol;
+pub mod supervisor;
+
+#[cfg(test)]
+mod tests;

@@ -11,12 +11,13 @@ use super::error::{HttpRefusal, Refusal, RpcError};
 use super::method::Method;
 use super::Door;
 use crate::auth::Credential;
+use crate::delegation::completion::{acknowledgement, Completion, NotAwaited};
+use crate::ids::DelegationId;
 use crate::manifest::TaskAcceptance;
 use crate::tasks::Viewer;
+use crate::trace::TraceEvent;
 
-pub use crate::provenance::ORIGIN_HEADER;
-pub const COMPLETION_SESSION_HEADER: &str = "x-murmur-completion-session";
-pub const DELEGATION_HEADER: &str = "x-murmur-delegation-id";
+pub use crate::provenance::{COMPLETION_SESSION_HEADER, DELEGATION_HEADER, ORIGIN_HEADER};
 
 /// A request as the checks see it, filled in as they pass.
 pub struct Inbound {
@@ -80,14 +81,48 @@ fn rpc(req: &Inbound, e: RpcError) -> Box<Refusal> {
 }
 
 /// Step 2: the token, before anything else is read. A public door ignores Authorization.
+/// A sub-capsule holds no door token: its completion presents the completion token of its
+/// delegation, which this step takes only on a completion naming that very delegation; any
+/// other use of it is refused as the invalid token it is everywhere else.
 fn token(door: &Door, req: &mut Inbound) -> Checked {
     if let Some(tokens) = &door.tokens {
-        let credential = tokens
-            .authenticate(&req.headers)
-            .map_err(|r| Box::new(Refusal::Http(r)))?;
-        req.credential = Some(credential);
+        match tokens.authenticate(&req.headers) {
+            Ok(credential) => req.credential = Some(credential),
+            Err(_) if completion_token(door, &req.headers) => {}
+            Err(r) => return Err(Box::new(Refusal::Http(r))),
+        }
     }
     Ok(())
+}
+
+/// True for a completion whose one `Authorization: Bearer` is the completion token of the
+/// delegation it names.
+fn completion_token(door: &Door, headers: &HeaderMap) -> bool {
+    let mut auth = headers.get_all(hyper::header::AUTHORIZATION).iter();
+    let (Some(value), None) = (auth.next(), auth.next()) else {
+        return false;
+    };
+    let token = value
+        .to_str()
+        .ok()
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, t)| t);
+    let delegation = headers
+        .get(DELEGATION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim);
+    match (is_completion(headers), token, delegation) {
+        (true, Some(token), Some(d)) => door.session.delegations.admits(d, token),
+        _ => false,
+    }
+}
+
+fn is_completion(headers: &HeaderMap) -> bool {
+    headers.get(ORIGIN_HEADER).is_some_and(|v| {
+        v.as_bytes()
+            .eq_ignore_ascii_case(crate::provenance::COMPLETION.as_bytes())
+    })
 }
 
 /// Step 3: a peer-origin request to a capsule that does not accept peer tasks.
@@ -188,14 +223,11 @@ pub fn version_supported(value: &str) -> bool {
     }
 }
 
-/// Step 9: a completion (`x-murmur-task-origin: completion`) is answered here. No task of this
-/// release delegates, so every well-addressed completion is one no task awaits.
+/// Step 9: a completion (`x-murmur-task-origin: completion`) is answered here, before its
+/// method is looked up: refused -31001 / -32601 / -31002, or, when a task here awaits the
+/// delegation it names, handed to that task, traced, and acknowledged — and no later step runs.
 fn completion(door: &Door, req: &mut Inbound) -> Checked {
-    let is_completion = req
-        .headers
-        .get(ORIGIN_HEADER)
-        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"completion"));
-    if !is_completion {
+    if !is_completion(&req.headers) {
         return Ok(());
     }
     let header = |name: &str| {
@@ -211,17 +243,51 @@ fn completion(door: &Door, req: &mut Inbound) -> Checked {
     if req.method_name != Method::SendMessage.name() {
         return Err(rpc(req, RpcError::MethodNotFound));
     }
-    let err = match header(DELEGATION_HEADER).filter(|d| !d.is_empty()) {
-        Some(d) => RpcError::CompletionNotAwaited(
-            format!("no task in this session is waiting for delegation {d}"),
-            Some(d),
-        ),
-        None => RpcError::CompletionNotAwaited(
-            "this completion names no delegation in x-murmur-delegation-id".into(),
-            None,
-        ),
+    let Some(d) = header(DELEGATION_HEADER).filter(|d| !d.is_empty()) else {
+        return Err(rpc(
+            req,
+            RpcError::CompletionNotAwaited(
+                "this completion names no delegation in x-murmur-delegation-id".into(),
+                None,
+            ),
+        ));
     };
-    Err(rpc(req, err))
+    let not_awaited = |req: &Inbound, why: NotAwaited| {
+        let message = match why {
+            NotAwaited::Unknown => format!("no task in this session is waiting for delegation {d}"),
+            NotAwaited::Ending => format!(
+                "delegation {d} is being ended by the task that started it; its completion is no longer awaited"
+            ),
+        };
+        rpc(
+            req,
+            RpcError::CompletionNotAwaited(message, Some(d.clone())),
+        )
+    };
+    // Checked before the params are read, as the spec orders it.
+    if let Err(why) = door.session.delegations.task_of(&d) {
+        return Err(not_awaited(req, why));
+    }
+    let completion = Completion::read(&d, req.json.get("params"));
+    let state = completion.state;
+    let task = match door.session.delegations.deliver(completion) {
+        Ok(task) => task,
+        Err(why) => return Err(not_awaited(req, why)),
+    };
+    door.session.trace.event(TraceEvent::CompletionReceived {
+        task_id: task.clone(),
+        delegation_id: DelegationId::from_wire(&d),
+        state,
+    });
+    let context_id = door
+        .session
+        .registry
+        .read(task.as_str(), &Viewer::Everyone, |t| t.context_id.clone())
+        .unwrap_or_default();
+    Err(Box::new(Refusal::Answered(
+        req.id.clone(),
+        acknowledgement(&d, &context_id),
+    )))
 }
 
 /// Step 10: the method, with the spec's three exceptions to -32601.

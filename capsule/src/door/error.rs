@@ -205,6 +205,9 @@ pub enum Refusal {
     Http(HttpRefusal),
     /// A JSON-RPC error, with the id to echo (`null` when none is valid).
     Rpc(Value, RpcError),
+    /// Not a refusal: a step that answers the request itself (step 9, an accepted completion)
+    /// stops the checks the same way. The id to echo, and the result.
+    Answered(Value, Value),
 }
 
 #[cfg(test)]

@@ -256,6 +256,7 @@ fn refusal_response(refusal: Refusal) -> HttpResponse {
     match refusal {
         Refusal::Http(r) => http_refusal(r),
         Refusal::Rpc(id, e) => rpc_response(&id, Answer::Error(e)),
+        Refusal::Answered(id, result) => rpc_response(&id, Answer::Result(result, None)),
     }
 }
 

@@ -15,7 +15,10 @@ use hyper_util::rt::TokioIo;
 use serde_json::{json, Value};
 
 use crate::policy::{self, Allowed};
-use crate::provenance::{Trust, ORIGIN_HEADER, PEER, TRUST_HEADER};
+use crate::provenance::{
+    Trust, COMPLETION, COMPLETION_SESSION_HEADER, DELEGATION_HEADER, ORIGIN_HEADER, PEER,
+    TRUST_HEADER,
+};
 
 /// How long a connection may take to open.
 pub const CONNECT_WITHIN: Duration = Duration::from_secs(5);
@@ -26,6 +29,17 @@ pub const ANSWER_WITHIN: Duration = Duration::from_secs(30);
 /// The largest answer read: a task with the largest response a harness gives (8 MiB), escaped,
 /// fits. A larger answer is unreadable, and is not held.
 pub const ANSWER_CAP: usize = 16 << 20;
+
+/// What the runtime stamps on a request, besides `A2A-Version: 1.0` and the token.
+enum Stamp {
+    /// A message or call for one of this capsule's tasks: origin `peer` and its trust class.
+    Peer(Trust),
+    /// A sub-capsule's completion: origin `completion`, the parent's session, the delegation.
+    Completion {
+        session_id: String,
+        delegation_id: String,
+    },
+}
 
 /// A door this capsule may call: where (already allowed) and with which token.
 pub struct PeerDoor {
@@ -89,8 +103,27 @@ impl PeerDoor {
 
     /// One JSON-RPC call; answers its `result`.
     pub async fn call(&self, method: &str, params: Value, trust: Trust) -> Result<Value, Failure> {
+        self.call_as(method, params, &Stamp::Peer(trust)).await
+    }
+
+    /// A sub-capsule's completion to its parent (`crate::delegation::completion`): a
+    /// SendMessage stamped `completion`, naming the parent's session and the delegation.
+    pub async fn complete(
+        &self,
+        params: Value,
+        session_id: &str,
+        delegation_id: &str,
+    ) -> Result<Value, Failure> {
+        let stamp = Stamp::Completion {
+            session_id: session_id.to_owned(),
+            delegation_id: delegation_id.to_owned(),
+        };
+        self.call_as("SendMessage", params, &stamp).await
+    }
+
+    async fn call_as(&self, method: &str, params: Value, stamp: &Stamp) -> Result<Value, Failure> {
         let peer = self.peer_url();
-        match tokio::time::timeout(ANSWER_WITHIN, self.exchange(method, params, trust)).await {
+        match tokio::time::timeout(ANSWER_WITHIN, self.exchange(method, params, stamp)).await {
             Ok(answer) => answer,
             Err(_) => Err(Failure::Unreachable(format!(
                 "{peer} gave no answer within {} s",
@@ -109,7 +142,7 @@ impl PeerDoor {
         &self,
         method: &str,
         params: Value,
-        trust: Trust,
+        stamp: &Stamp,
     ) -> Result<hyper::Response<hyper::body::Incoming>, Failure> {
         let peer = self.peer_url();
         let stream = policy::dial(&self.allowed, CONNECT_WITHIN)
@@ -127,9 +160,19 @@ impl PeerDoor {
         let mut req = Request::post(self.allowed.target().path())
             .header(hyper::header::HOST, &peer)
             .header(hyper::header::CONTENT_TYPE, "application/json")
-            .header("a2a-version", "1.0")
-            .header(ORIGIN_HEADER, PEER)
-            .header(TRUST_HEADER, trust.as_str());
+            .header("a2a-version", "1.0");
+        req = match stamp {
+            Stamp::Peer(trust) => req
+                .header(ORIGIN_HEADER, PEER)
+                .header(TRUST_HEADER, trust.as_str()),
+            Stamp::Completion {
+                session_id,
+                delegation_id,
+            } => req
+                .header(ORIGIN_HEADER, COMPLETION)
+                .header(COMPLETION_SESSION_HEADER, session_id.as_str())
+                .header(DELEGATION_HEADER, delegation_id.as_str()),
+        };
         if let Some(token) = &self.token {
             req = req.header(hyper::header::AUTHORIZATION, format!("Bearer {token}"));
         }
@@ -146,7 +189,7 @@ impl PeerDoor {
     pub async fn subscribe(&self, id: &str, trust: Trust) -> Result<Events, Failure> {
         let resp = tokio::time::timeout(
             ANSWER_WITHIN,
-            self.post("SubscribeToTask", json!({"id": id}), trust),
+            self.post("SubscribeToTask", json!({"id": id}), &Stamp::Peer(trust)),
         )
         .await
         .map_err(|_| self.unreachable(&"no answer to SubscribeToTask"))??;
@@ -166,10 +209,10 @@ impl PeerDoor {
         })
     }
 
-    async fn exchange(&self, method: &str, params: Value, trust: Trust) -> Result<Value, Failure> {
+    async fn exchange(&self, method: &str, params: Value, stamp: &Stamp) -> Result<Value, Failure> {
         let peer = self.peer_url();
         let unreachable = |e: &dyn fmt::Display| Failure::Unreachable(format!("{peer}: {e}"));
-        let resp = self.post(method, params, trust).await?;
+        let resp = self.post(method, params, stamp).await?;
         let status = resp.status().as_u16();
         let bytes = match Limited::new(resp.into_body(), ANSWER_CAP).collect().await {
             Ok(b) => b.to_bytes(),

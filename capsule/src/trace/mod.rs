@@ -13,8 +13,8 @@ mod event;
 mod writer;
 
 pub use event::{
-    CallStatus, EndStatus, ExitCause, InterruptSent, Interrupted, Origin, Ran, RequestedBy,
-    SessionMode, Tool, TraceEvent, Trust,
+    CallStatus, DelegationState, EndStatus, ExitCause, InterruptSent, Interrupted, Origin, Ran,
+    RequestedBy, SessionMode, Tool, TraceEvent, Trust,
 };
 
 use std::fs::File;

@@ -39,6 +39,9 @@ fn refused(helper: &str, body: &Value) -> CliError {
     let hint = match code {
         "not_allowed" => "the capsule may reach only what capabilities.network.allow names: add the destination to its manifest",
         "not_a_member" | "unknown_member" => "call one of the members $MURMUR_GUIDE lists",
+        "unknown_capsule" => "delegate to one of the capsules the message names (the manifests in capabilities.delegate.allow)",
+        "delegation_unavailable" => "this capsule cannot delegate here; do the work yourself or end with mur end-without-answer",
+        "delegation_not_started" => "the sub-capsule could not start: check its manifest, or carry on without it",
         "peer_refused" => "read the peer's reason; a capsule sends as a peer, which the peer must accept (exports.peer_tasks.accept: true)",
         "peer_unreachable" => "check that the peer is running (mur ps) and the URL names its door",
         "timed_out" => "wait longer with --timeout SECS, or carry on without the answer",
@@ -131,6 +134,34 @@ pub async fn call_member(member: &str, text: &str, timeout: Option<u64>) -> CliR
         Code::Helper,
         format!(
             "member {member} gave no answer ({}): {}",
+            field("status"),
+            field("reason")
+        ),
+        hint,
+    ))
+}
+
+/// `mur delegate-task CAPSULE TEXT`: prints the sub-capsule's response once its task completed;
+/// fails with the delegation's status and reason otherwise (`canceled` when this task was).
+pub async fn delegate_task(capsule: &str, text: &str) -> CliResult<i32> {
+    let body = json!({"capsule": capsule, "text": text});
+    let (status, delegated) = control("delegate-task", body).await?;
+    if status != 200 {
+        return Err(refused("delegate-task", &delegated));
+    }
+    let field = |k: &str| delegated.get(k).and_then(Value::as_str).unwrap_or("");
+    if field("status") == "completed" {
+        println!("{}", field("response"));
+        return Ok(0);
+    }
+    let hint = match field("status") {
+        "canceled" | "ended" => "the task was canceled or has ended; end the harness",
+        _ => "carry on without the sub-capsule's response, or end the task with mur end-without-answer",
+    };
+    Err(CliError::new(
+        Code::Helper,
+        format!(
+            "sub-capsule {capsule} gave no response ({}): {}",
             field("status"),
             field("reason")
         ),

@@ -1,10 +1,11 @@
 //! The control surface: where a harness's helper commands (`mur request-input`,
-//! `mur send-message`, `mur call-member`, `mur end-without-answer`) reach their own capsule
-//! (DESIGN §8). Authorized by the task's `MURMUR_TASK_TOKEN`, not by a door token (step 1): the
+//! `mur send-message`, `mur call-member`, `mur delegate-task`, `mur end-without-answer`) reach
+//! their own capsule (DESIGN §8). Authorized by the task's `MURMUR_TASK_TOKEN`, not by a door token (step 1): the
 //! token names the task a helper acts for. One file per helper; every body is a JSON object,
 //! every refusal `{"error": <code>, "message": <sentence>}`.
 
 mod call_member;
+mod delegate_task;
 mod end_without_answer;
 mod request_input;
 mod send_message;
@@ -31,13 +32,15 @@ enum Helper {
     RequestInput,
     SendMessage,
     CallMember,
+    DelegateTask,
     EndWithoutAnswer,
 }
 
-const HELPERS: [(&str, Helper); 4] = [
+const HELPERS: [(&str, Helper); 5] = [
     ("/control/request-input", Helper::RequestInput),
     ("/control/send-message", Helper::SendMessage),
     ("/control/call-member", Helper::CallMember),
+    ("/control/delegate-task", Helper::DelegateTask),
     ("/control/end-without-answer", Helper::EndWithoutAnswer),
 ];
 
@@ -74,6 +77,7 @@ pub async fn handle(door: &Door, req: Request<Incoming>) -> HttpResponse {
         Helper::RequestInput => request_input::handle(door, task, &body).await,
         Helper::SendMessage => send_message::handle(door, task, &body).await,
         Helper::CallMember => call_member::handle(door, task, &body).await,
+        Helper::DelegateTask => delegate_task::handle(door, task, &body).await,
         Helper::EndWithoutAnswer => end_without_answer::handle(door, task, &body),
     }
 }

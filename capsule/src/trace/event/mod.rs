@@ -9,7 +9,7 @@ use serde::{Serialize, Serializer};
 use serde_json::Value;
 
 use crate::clock::Millis;
-use crate::ids::{SessionId, TaskId};
+use crate::ids::{DelegationId, SessionId, TaskId};
 use crate::manifest::Interrupt;
 use crate::process::Mode;
 pub use crate::provenance::{Origin, Trust};
@@ -143,6 +143,41 @@ pub enum TraceEvent {
         destination: String,
         reason: String,
     },
+    /// A sub-capsule started for `delegate-task`, as the supervisor answered: the residue's
+    /// `delegation` item, with the task that delegated.
+    DelegationStart {
+        task_id: TaskId,
+        delegation_id: DelegationId,
+        capsule: String,
+        version: String,
+        child_session_id: String,
+        #[serde(serialize_with = "lossy_path")]
+        child_workdir: PathBuf,
+    },
+    /// A delegation is over: its completion came (`state` is the child's final state), or the
+    /// delegating task stopped waiting and ended the child (`ended`), or the supervisor could
+    /// not end it (`lost`).
+    DelegationEnd {
+        task_id: TaskId,
+        delegation_id: DelegationId,
+        capsule: String,
+        state: DelegationState,
+        duration_ms: u64,
+    },
+    /// A completion this door accepted and handed to the task awaiting it.
+    CompletionReceived {
+        task_id: TaskId,
+        delegation_id: DelegationId,
+        /// The child's final state, as its completion names it.
+        state: DelegationState,
+    },
+    /// A sub-capsule's completion its parent did not accept: the refusal's message.
+    DeliveryError {
+        delegation_id: DelegationId,
+        /// `host:port` of the parent's door.
+        parent_url: String,
+        reason: String,
+    },
     /// Records the queue had no room for, counted and reported once there was room again.
     TraceRecordsLost {
         lost: u64,
@@ -266,6 +301,54 @@ impl CallStatus {
     }
 }
 
+/// How a delegation ended: the child task's final state as its completion names it, or what
+/// the delegating side saw when no completion came. Spelled here and in
+/// `crate::delegation::completion`, and nowhere else.
+#[derive(Serialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum DelegationState {
+    /// The child's task completed with a response.
+    Completed,
+    /// The child's task failed (or ended without an answer).
+    Failed,
+    /// The child's task was canceled.
+    Canceled,
+    /// The child's task was rejected (its door had no room).
+    Rejected,
+    /// The delegating task stopped waiting (it was canceled, or its attempt ended) and the
+    /// supervisor ended the child.
+    Ended,
+    /// The delegating task stopped waiting, and the supervisor did not confirm the child's end
+    /// in time (or its control socket was gone).
+    Lost,
+}
+
+const DELEGATION_STATES: [(DelegationState, &str); 6] = [
+    (DelegationState::Completed, "completed"),
+    (DelegationState::Failed, "failed"),
+    (DelegationState::Canceled, "canceled"),
+    (DelegationState::Rejected, "rejected"),
+    (DelegationState::Ended, "ended"),
+    (DelegationState::Lost, "lost"),
+];
+
+impl DelegationState {
+    pub fn as_str(self) -> &'static str {
+        DELEGATION_STATES
+            .iter()
+            .find(|(s, _)| *s == self)
+            .map(|(_, w)| *w)
+            .unwrap_or("")
+    }
+
+    pub fn parse(word: &str) -> Option<DelegationState> {
+        DELEGATION_STATES
+            .iter()
+            .find(|(_, w)| *w == word)
+            .map(|(s, _)| *s)
+    }
+}
+
 /// Who asked for a harness session to be dropped.
 #[derive(Serialize, Debug, Clone, Copy, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
@@ -292,6 +375,10 @@ pub enum Tool {
     },
     EndWithoutAnswer {
         reason: String,
+    },
+    /// `mur delegate-task`: the capsule as named (the text is not recorded).
+    DelegateTask {
+        capsule: String,
     },
 }
 
@@ -324,6 +411,10 @@ impl TraceEvent {
             TraceEvent::A2aSend { .. } => "a2a_send",
             TraceEvent::MemberCall { .. } => "member_call",
             TraceEvent::NetworkRefused { .. } => "network_refused",
+            TraceEvent::DelegationStart { .. } => "delegation_start",
+            TraceEvent::DelegationEnd { .. } => "delegation_end",
+            TraceEvent::CompletionReceived { .. } => "completion_received",
+            TraceEvent::DeliveryError { .. } => "delivery_error",
             TraceEvent::TraceRecordsLost { .. } => "trace_records_lost",
             TraceEvent::CapsuleDied { .. } => "capsule_died",
         }

@@ -399,3 +399,95 @@ fn trace_records_lost() {
         r#""lost":12"#,
     );
 }
+
+fn dlg() -> DelegationId {
+    DelegationId::from_wire("dlg_1")
+}
+
+#[test]
+fn delegation_start() {
+    written(
+        TraceEvent::DelegationStart {
+            task_id: tsk(),
+            delegation_id: dlg(),
+            capsule: "worker".into(),
+            version: "0.1.0".into(),
+            child_session_id: "ses_2".into(),
+            child_workdir: "/r/ses_1/children/worker-0123456789abcdef".into(),
+        },
+        "delegation_start",
+        r#""task_id":"tsk_1","delegation_id":"dlg_1","capsule":"worker","version":"0.1.0","child_session_id":"ses_2","child_workdir":"/r/ses_1/children/worker-0123456789abcdef""#,
+    );
+}
+
+#[test]
+fn delegation_end() {
+    written(
+        TraceEvent::DelegationEnd {
+            task_id: tsk(),
+            delegation_id: dlg(),
+            capsule: "worker".into(),
+            state: DelegationState::Ended,
+            duration_ms: 1200,
+        },
+        "delegation_end",
+        r#""task_id":"tsk_1","delegation_id":"dlg_1","capsule":"worker","state":"ended","duration_ms":1200"#,
+    );
+}
+
+#[test]
+fn completion_received() {
+    written(
+        TraceEvent::CompletionReceived {
+            task_id: tsk(),
+            delegation_id: dlg(),
+            state: DelegationState::Completed,
+        },
+        "completion_received",
+        r#""task_id":"tsk_1","delegation_id":"dlg_1","state":"completed""#,
+    );
+}
+
+#[test]
+fn delivery_error() {
+    written(
+        TraceEvent::DeliveryError {
+            delegation_id: dlg(),
+            parent_url: "localhost:41873".into(),
+            reason:
+                "JSON-RPC error -31002: no task in this session is waiting for delegation dlg_1"
+                    .into(),
+        },
+        "delivery_error",
+        r#""delegation_id":"dlg_1","parent_url":"localhost:41873","reason":"JSON-RPC error -31002: no task in this session is waiting for delegation dlg_1""#,
+    );
+}
+
+#[test]
+fn delegation_states_round_trip() {
+    for w in [
+        "completed",
+        "failed",
+        "canceled",
+        "rejected",
+        "ended",
+        "lost",
+    ] {
+        assert_eq!(DelegationState::parse(w).map(|s| s.as_str()), Some(w));
+    }
+    assert_eq!(DelegationState::parse("TASK_STATE_COMPLETED"), None);
+}
+
+#[test]
+fn delegate_task_tool_call() {
+    written(
+        TraceEvent::ToolCall {
+            task_id: tsk(),
+            call: Tool::DelegateTask {
+                capsule: "worker".into(),
+            },
+        },
+        "tool_call",
+        r#""task_id":"tsk_1","tool":"delegate-task","capsule":"worker""#,
+    );
+}
