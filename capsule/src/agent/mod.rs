@@ -32,7 +32,8 @@ pub async fn work(
         let id = task.id.clone();
         let outcome = run_harness(&session, &driver, &containment, &guide, task).await;
         let is_launch = launch.as_ref() == Some(&id);
-        if is_launch {
+        // A sub-capsule's answer is its parent's to tell, not the user's terminal's.
+        if is_launch && session.completion.is_none() {
             report_launch_outcome(&outcome);
         }
         // A sub-capsule reports its launch task's end to its parent, and then ends: it exists

@@ -44,6 +44,9 @@ fn folder_name(capsule: &str) -> String {
 
 /// Starts the sub-capsule `req` asks for on behalf of `parent`; answers it, or why not.
 pub async fn start(service: &Arc<Service>, parent: &Parent, req: Request) -> Result<Child, String> {
+    if service.ended_early(&req.delegation_id) {
+        return Err("the delegation was ended before its sub-capsule started".into());
+    }
     let path = normalize(&req.manifest);
     if !parent
         .manifest
@@ -82,6 +85,12 @@ pub async fn start(service: &Arc<Service>, parent: &Parent, req: Request) -> Res
     let minted = tokens::mint(&manifest, false);
     tokens::save(&session, &minted).map_err(|e| format!("cannot write its tokens: {e}"))?;
     let (ours, theirs) = launch::control_pair().map_err(|e| e.to_string())?;
+    let target = CompletionTarget {
+        url: parent.url.clone(),
+        session_id: parent.session_id.clone(),
+        delegation_id: req.delegation_id.clone(),
+        token: req.completion_token,
+    };
     let config = CapsuleConfig {
         manifest: manifest.path.clone(),
         session_id: session.clone(),
@@ -99,12 +108,7 @@ pub async fn start(service: &Arc<Service>, parent: &Parent, req: Request) -> Res
         run_dir: Some(records::run_dir()),
         wiring: None,
         control: true,
-        completion: Some(CompletionTarget {
-            url: parent.url.clone(),
-            session_id: parent.session_id.clone(),
-            delegation_id: req.delegation_id.clone(),
-            token: req.completion_token,
-        }),
+        completion: Some(target.clone()),
     };
     let mut process = match launch::spawn_capsule(&listener, &theirs, &config) {
         Ok(p) => p,
@@ -141,6 +145,7 @@ pub async fn start(service: &Arc<Service>, parent: &Parent, req: Request) -> Res
             session_id: session.clone(),
             parent: parent.session_id.clone(),
             record: record.clone(),
+            completion: target,
             exited: exited_tx,
         },
     );
@@ -180,6 +185,11 @@ pub async fn start(service: &Arc<Service>, parent: &Parent, req: Request) -> Res
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let _ = stdout.relay.send(false);
+    // Ended while it was starting: it does not get to run.
+    if service.ended_early(&req.delegation_id) {
+        service.end(&req.delegation_id).await;
+        return Err("the delegation was ended while its sub-capsule started".into());
+    }
     if let Err(e) = record.save() {
         eprintln!(
             "warning: cannot write the running-capsule record of {}: {e}",

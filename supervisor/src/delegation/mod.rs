@@ -11,7 +11,7 @@
 
 mod child;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -21,9 +21,13 @@ use serde_json::json;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::watch;
 
-use capsule::delegation::protocol::{Op, Outcome, Request, Response};
+use capsule::delegation::completion::Completion;
+use capsule::delegation::protocol::{CompletionTarget, Op, Outcome, Request, Response};
 use capsule::manifest::Manifest;
+use capsule::peers::client::PeerDoor;
+use capsule::policy;
 use capsule::process::Containment;
+use capsule::tasks::Outcome as TaskOutcome;
 
 use crate::client;
 use crate::launch;
@@ -56,6 +60,8 @@ struct Running {
     session_id: String,
     parent: String,
     record: RunningCapsule,
+    /// Where its completion goes: also where the supervisor reports it, if it dies first.
+    completion: CompletionTarget,
     /// `Some(status)` once it exited.
     exited: watch::Sender<Option<i32>>,
 }
@@ -64,6 +70,8 @@ struct Running {
 struct State {
     /// By delegation id.
     children: HashMap<String, Running>,
+    /// Delegations ended before their sub-capsule was running: it must not be left to run.
+    ended_early: HashSet<String>,
 }
 
 /// The launch's sub-capsules.
@@ -166,13 +174,22 @@ impl Service {
         let Some((id, session)) = gone else {
             return;
         };
-        if let Some(child) = self.state().children.remove(&id) {
+        let removed = self.state().children.remove(&id);
+        if let Some(child) = removed {
             child.record.remove();
             tokens::remove(&child.session_id);
             let _ = child.exited.send(Some(status));
+            if died(status) {
+                tokio::spawn(report_death(child.completion, child.session_id, status));
+            }
         }
         let service = self.clone();
         tokio::spawn(async move { service.stop_children_of(&session).await });
+    }
+
+    /// Whether the delegation was ended before its sub-capsule ran (and forgets it).
+    fn ended_early(&self, delegation_id: &str) -> bool {
+        self.state().ended_early.remove(delegation_id)
     }
 
     /// Stops the sub-capsule of `delegation_id` (if it still runs) and returns once it is gone.
@@ -189,6 +206,8 @@ impl Service {
             })
         };
         let Some((pid, url, operator, mut exited)) = found else {
+            // Its sub-capsule may still be starting: it is ended as soon as it runs.
+            self.state().ended_early.insert(delegation_id.to_owned());
             return;
         };
         // Its account first: the stop cancels its task, which ends its own sub-capsules.
@@ -237,4 +256,36 @@ impl Service {
     fn register(&self, delegation_id: String, child: Running) {
         self.state().children.insert(delegation_id, child);
     }
+}
+
+/// A status no sub-capsule ends with after reporting: killed by a signal (128 + n), or unable
+/// to start at all.
+fn died(status: i32) -> bool {
+    status > 128 || status == capsule::runtime::exit::CANNOT_START
+}
+
+/// Tells the parent a sub-capsule died before it reported, as the completion it never sent
+/// (state failed), so the delegating task does not wait for ever. A parent no longer waiting
+/// refuses it (-31002), which changes nothing.
+async fn report_death(target: CompletionTarget, child_session: String, status: i32) {
+    let why = format!("the sub-capsule died (exit status {status}) before it reported");
+    let completion = Completion::of(
+        &target.delegation_id,
+        &child_session,
+        &TaskOutcome::Failed(why),
+    );
+    let host = target.url.trim_start_matches("http://").to_owned();
+    let Ok(allowed) = policy::check(&[host], &target.url) else {
+        return;
+    };
+    let door = PeerDoor::new(allowed, target.token.clone());
+    let _ = tokio::time::timeout(
+        STOP_SESSION_WITHIN,
+        door.complete(
+            completion.params(),
+            &target.session_id,
+            &target.delegation_id,
+        ),
+    )
+    .await;
 }

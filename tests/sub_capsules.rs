@@ -1,0 +1,288 @@
+//! Delegation end to end (DESIGN §7 delegate-task): a harness runs `mur delegate-task CAPSULE
+//! TEXT`; the supervisor starts the sub-capsule under the parent's `children/`, the child posts
+//! its completion to the parent's door, and the helper prints the child's answer. A cancel at
+//! the top ends every level before the canceled task's `task_end`, and lists the residue;
+//! `kill -9` of the top capsule leaves no child. Checked in /proc.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use support::*;
+
+const LONG: Duration = Duration::from_secs(40);
+
+/// A fixture capsule named `name` that may delegate to the manifests `allow` names.
+fn capsule(name: &'static str, allow: &[&str], extra: &str) -> String {
+    let delegate = match allow {
+        [] => String::new(),
+        list => format!(
+            "capabilities:\n  delegate:\n    allow: [{}]\n",
+            list.join(", ")
+        ),
+    };
+    let yaml = Fixture {
+        name,
+        ..Fixture::default()
+    }
+    .yaml();
+    format!("{yaml}{delegate}{extra}")
+}
+
+/// top → mid → leaf, each allowed only the next.
+fn three_levels(home: &Home) -> PathBuf {
+    home.write("d/leaf.yaml", &capsule("leaf", &[], ""));
+    home.write("d/mid.yaml", &capsule("mid", &["leaf.yaml"], ""));
+    home.write("d/top.yaml", &capsule("top", &["mid.yaml"], ""))
+}
+
+/// Every live process this test started.
+fn processes_of(home: &Home) -> Vec<u32> {
+    let mine = format!(
+        "FIXTURE_STATE={}",
+        home.root.join("fixture-state").display()
+    );
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_string_lossy().parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .map(|env| env.split(|b| *b == 0).any(|kv| kv == mine.as_bytes()))
+                .unwrap_or(false)
+                && alive(*pid)
+        })
+        .collect()
+}
+
+fn cmdline(pid: u32) -> String {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .unwrap_or_default()
+}
+
+/// The running records (`mur ps --json`) of this home.
+fn running(home: &Home) -> Vec<Value> {
+    let (_, out, _) = home.run(&["ps", "--json"]);
+    serde_json::from_str::<Value>(&out)
+        .ok()
+        .and_then(|v| v.as_array().cloned())
+        .unwrap_or_default()
+}
+
+fn text_of(task: &Value) -> String {
+    task["artifacts"][0]["parts"][0]["text"]
+        .as_str()
+        .unwrap_or("")
+        .to_owned()
+}
+
+#[test]
+fn a_delegated_task_answers_through_its_completion() {
+    let home = Home::new();
+    home.write("d/child.yaml", &capsule("child", &[], ""));
+    let top = home.write("d/top.yaml", &capsule("top", &["child.yaml"], ""));
+    let run = Launch::start(&home, &top, &[]);
+    let done = run.send("@delegate child @echo", false);
+    let task = &done["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{done}");
+    assert_eq!(
+        text_of(task),
+        "@echo",
+        "the child's answer, as the helper printed it"
+    );
+    let id = task["id"].as_str().unwrap();
+    // The child ran under the parent's records and is gone.
+    let children = home.records(&run.session).join("children");
+    let folders: Vec<PathBuf> = std::fs::read_dir(&children)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(folders.len(), 1, "{folders:?}");
+    let name = folders[0]
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    assert!(
+        name.starts_with("child-") && name.len() == "child-".len() + 16,
+        "{name}"
+    );
+    assert!(folders[0].join("trace.jsonl").exists());
+    let trace = home.trace(&run.session);
+    let kinds: Vec<&str> = trace
+        .iter()
+        .filter(|e| e["task_id"] == id || e["caller_task_id"] == id)
+        .map(|e| e["event_type"].as_str().unwrap())
+        .collect();
+    for kind in ["delegation_start", "completion_received", "delegation_end"] {
+        assert!(kinds.contains(&kind), "{kind} missing from {kinds:?}");
+    }
+    assert!(
+        wait_until(LONG, || running(&home).len() == 1),
+        "the child ended after its completion: {:?}",
+        running(&home)
+    );
+}
+
+#[test]
+fn a_capsule_not_in_the_allow_list_is_refused_naming_what_is() {
+    let home = Home::new();
+    home.write("d/child.yaml", &capsule("child", &[], ""));
+    let top = home.write("d/top.yaml", &capsule("top", &["child.yaml"], ""));
+    let run = Launch::start(&home, &top, &[]);
+    let done = run.send("@run mur delegate-task stranger hello", false);
+    let said: Value = serde_json::from_str(&text_of(&done["result"]["task"])).unwrap();
+    assert_eq!(said["code"], 1, "{said}");
+    let err = said["err"].as_str().unwrap();
+    assert!(err.contains("stranger"), "{err}");
+    assert!(err.contains("child"), "names what is allowed: {err}");
+    assert!(!home.records(&run.session).join("children").exists());
+}
+
+/// Starts top → mid → leaf with the leaf working; answers the top's task and the pids below.
+fn three_levels_working(home: &Home) -> (Launch, String) {
+    let run = Launch::start(home, &three_levels(home), &[]);
+    let task = run.start_task("@delegate mid @delegate leaf @sleep 120");
+    assert!(
+        wait_until(LONG, || running(home).iter().any(|r| r["name"] == "leaf")),
+        "the leaf never started: {:?}",
+        running(home)
+    );
+    assert!(wait_until(LONG, || processes_of(home).iter().any(
+        |p| cmdline(*p).contains("fixture.py") && cmdline(*p).contains("--dialect")
+    )));
+    (run, task)
+}
+
+#[test]
+fn a_cancel_at_the_top_ends_every_level_and_lists_the_residue() {
+    let home = Home::new();
+    let (run, task) = three_levels_working(&home);
+    let capsule = running(&home)
+        .iter()
+        .find(|r| r["name"] == "top")
+        .map(|r| r["pid"].as_u64().unwrap() as u32)
+        .unwrap();
+    let canceled = run.rpc("CancelTask", json!({"id": task}));
+    let result = &canceled["result"];
+    assert_eq!(
+        result["status"]["state"], "TASK_STATE_CANCELED",
+        "{canceled}"
+    );
+    let residue = &result["artifacts"][0];
+    assert_eq!(residue["artifactId"], "residue", "{canceled}");
+    let item = &residue["parts"][0]["data"];
+    assert_eq!(item["kind"], "delegation");
+    assert_eq!(item["capsule"], "mid");
+    assert!(item["delegation_id"].as_str().unwrap().starts_with("dlg_"));
+    let workdir = item["child_workdir"].as_str().unwrap();
+    assert!(Path::new(workdir).is_absolute() && workdir.contains("/children/mid-"));
+    // Before the top's task_end, every level below it is gone.
+    assert!(wait_until(LONG, || home.trace(&run.session).iter().any(
+        |e| e["event_type"] == "task_end" && e["task_id"] == task.as_str()
+    )));
+    let below: Vec<u32> = support::descendants(capsule)
+        .into_iter()
+        .filter(|p| alive(*p))
+        .collect();
+    assert_eq!(
+        below,
+        Vec::<u32>::new(),
+        "nothing runs below the top capsule"
+    );
+    assert!(
+        wait_until(LONG, || running(&home).len() == 1),
+        "only the top capsule runs: {:?}",
+        running(&home)
+    );
+    let stopped = run.rpc("murmur.StopSession", json!({}));
+    assert_eq!(stopped["result"]["residue"], json!([]));
+}
+
+#[test]
+fn kill_9_of_the_top_capsule_leaves_no_child() {
+    let home = Home::new();
+    let (mut run, _) = three_levels_working(&home);
+    let top = running(&home)
+        .iter()
+        .find(|r| r["name"] == "top")
+        .map(|r| r["pid"].as_u64().unwrap() as u32)
+        .unwrap();
+    signal(top, 9);
+    assert!(
+        run.wait_exit(LONG).is_some(),
+        "mur run ends with its capsule"
+    );
+    assert!(
+        wait_until(LONG, || processes_of(&home).is_empty()),
+        "left running: {:?}",
+        processes_of(&home)
+            .iter()
+            .map(|p| cmdline(*p))
+            .collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn a_formation_member_delegates() {
+    let home = Home::new();
+    home.write("d/child.yaml", &capsule("child", &[], ""));
+    let peer = "exports:\n  peer_tasks:\n    accept: true\n";
+    let lead = Fixture {
+        name: "lead",
+        after_task: "exit",
+        ..Fixture::default()
+    }
+    .yaml();
+    home.write(
+        "d/lead.yaml",
+        &format!("{lead}capabilities:\n  delegate:\n    allow: [child.yaml]\n{peer}"),
+    );
+    home.write("d/worker.yaml", &capsule("worker", &[], peer));
+    let formation = home.write(
+        "d/formation.yaml",
+        "formation:\n  name: f\n  version: \"0.1.0\"\n  entry: lead\n  members:\n    \
+         lead: { manifest: lead.yaml, calls: [worker] }\n    worker: { manifest: worker.yaml }\n",
+    );
+    let (code, out, err) = home.run(&[
+        "run",
+        "--manifest",
+        formation.to_str().unwrap(),
+        "--task",
+        "@delegate child from a member",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.lines().last(), Some("Acknowledged."), "{out}");
+    assert!(wait_until(LONG, || processes_of(&home).is_empty()));
+}
+
+#[test]
+fn a_child_that_dies_before_it_reports_fails_the_delegation() {
+    let home = Home::new();
+    home.write("d/child.yaml", &capsule("child", &[], ""));
+    let top = home.write("d/top.yaml", &capsule("top", &["child.yaml"], ""));
+    let run = Launch::start(&home, &top, &[]);
+    let task = run.start_task("@delegate child @sleep 120");
+    let mut child = None;
+    assert!(wait_until(LONG, || {
+        child = running(&home)
+            .iter()
+            .find(|r| r["name"] == "child")
+            .and_then(|r| r["pid"].as_u64());
+        child.is_some()
+    }));
+    signal(child.unwrap() as u32, 9);
+    let ended = run.wait_task(&task, LONG, |s| s == "TASK_STATE_FAILED");
+    assert_eq!(ended["status"]["state"], "TASK_STATE_FAILED", "{ended}");
+    let received = home
+        .trace(&run.session)
+        .into_iter()
+        .find(|e| e["event_type"] == "completion_received")
+        .expect("the supervisor reported the death as the completion");
+    assert_eq!(received["state"], "failed");
+    assert!(wait_until(LONG, || running(&home).len() == 1));
+}
