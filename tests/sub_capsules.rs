@@ -167,7 +167,16 @@ fn a_cancel_at_the_top_ends_every_level_and_lists_the_residue() {
         .find(|r| r["name"] == "top")
         .map(|r| r["pid"].as_u64().unwrap() as u32)
         .unwrap();
-    let canceled = run.rpc("CancelTask", json!({"id": task}));
+    // `mur cancel` names the sub-capsule the cancel ends.
+    let (code, out, err) = home.run(&["cancel", &run.session, &task]);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], format!("canceled: {task}"), "{out}");
+    assert!(
+        lines[1].starts_with("ended: mid 0.1.0 (dlg_") && lines[1].contains(", session ses_"),
+        "{out}"
+    );
+    let canceled = run.rpc("GetTask", json!({"id": task}));
     let result = &canceled["result"];
     assert_eq!(
         result["status"]["state"], "TASK_STATE_CANCELED",
@@ -201,6 +210,12 @@ fn a_cancel_at_the_top_ends_every_level_and_lists_the_residue() {
     );
     let stopped = run.rpc("murmur.StopSession", json!({}));
     assert_eq!(stopped["result"]["residue"], json!([]));
+    // trace show follows the delegation down both levels.
+    let (code, shown, _) = home.run(&["trace", "show", &run.session]);
+    assert_eq!(code, 0);
+    assert!(shown.contains("delegated to mid 0.1.0 (dlg_"), "{shown}");
+    assert!(shown.contains("  delegated to leaf 0.1.0 (dlg_"), "{shown}");
+    assert!(shown.contains("/children/mid-"), "{shown}");
 }
 
 #[test]

@@ -187,7 +187,77 @@ pub fn render(events: &[Value]) -> String {
         }
     }
     out.push_str(&peers(events));
+    out.push_str(&delegations(events, 0));
     out
+}
+
+/// How deep `trace show` follows delegations into their children's traces.
+const FOLLOW_DEPTH: usize = 8;
+
+/// The Delegations section: each sub-capsule a task delegated to, how it ended, and — followed
+/// into its own trace (`children/<capsule>-<16 hex>/trace.jsonl`) — what it did, indented, at
+/// every depth. Empty when the session delegated nothing.
+fn delegations(events: &[Value], depth: usize) -> String {
+    let started: Vec<&Value> = events
+        .iter()
+        .filter(|e| s(e, "event_type") == "delegation_start")
+        .collect();
+    if started.is_empty() || depth >= FOLLOW_DEPTH {
+        return String::new();
+    }
+    let pad = "  ".repeat(depth);
+    let mut out = format!("{pad}{}\n", rule("Delegations"));
+    for d in started {
+        let id = s(d, "delegation_id");
+        let end = events
+            .iter()
+            .find(|e| s(e, "event_type") == "delegation_end" && s(e, "delegation_id") == id);
+        let ended = match end {
+            Some(e) => format!("{} after {}", s(e, "state"), seconds(e)),
+            None => "still running".to_owned(),
+        };
+        out.push_str(&format!(
+            "{pad}{}  delegated to {} {} ({id}): {ended}\n",
+            short(s(d, "task_id")),
+            s(d, "capsule"),
+            s(d, "version"),
+        ));
+        let trace = Path::new(s(d, "child_workdir")).join("trace.jsonl");
+        out.push_str(&format!("{pad}  trace: {}\n", trace.display()));
+        let child: Vec<Value> = std::fs::read_to_string(&trace)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        for line in child_tasks(&child) {
+            out.push_str(&format!("{pad}    {line}\n"));
+        }
+        out.push_str(&delegations(&child, depth + 1));
+    }
+    out
+}
+
+/// A child's tasks, one line each: id, status, time.
+fn child_tasks(events: &[Value]) -> Vec<String> {
+    events
+        .iter()
+        .filter(|e| s(e, "event_type") == "task_end")
+        .map(|e| {
+            format!(
+                "{}  {}  {}",
+                short(s(e, "task_id")),
+                s(e, "status"),
+                seconds(e)
+            )
+        })
+        .collect()
+}
+
+fn seconds(e: &Value) -> String {
+    e.get("duration_ms")
+        .and_then(Value::as_u64)
+        .map(|ms| format!("{:.1}s", ms as f64 / 1000.0))
+        .unwrap_or_else(|| "-".into())
 }
 
 /// The Peers section: what this session sent other doors, its member calls, and what its
@@ -474,6 +544,36 @@ fn cut(text: &str, max: usize) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_delegations_section_follows_each_child_into_its_trace() {
+        let dir = std::env::temp_dir().join(format!("murmur-trace-follow-{}", std::process::id()));
+        let child = dir.join("children/worker-0123456789abcdef");
+        std::fs::create_dir_all(&child).unwrap();
+        std::fs::write(
+            child.join("trace.jsonl"),
+            r#"{"event_type":"task_end","task_id":"tsk_child0123456","status":"completed","duration_ms":1500}"#,
+        )
+        .unwrap();
+        let events = vec![
+            json!({"event_type": "delegation_start", "task_id": "tsk_0123456789ab", "delegation_id": "dlg_1", "capsule": "worker", "version": "0.1.0", "child_workdir": child}),
+            json!({"event_type": "delegation_end", "task_id": "tsk_0123456789ab", "delegation_id": "dlg_1", "state": "completed", "duration_ms": 2000}),
+        ];
+        let text = delegations(&events, 0);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].starts_with("── Delegations "));
+        assert_eq!(
+            lines[1],
+            "tsk_01234567  delegated to worker 0.1.0 (dlg_1): completed after 2.0s"
+        );
+        assert_eq!(
+            lines[2],
+            format!("  trace: {}", child.join("trace.jsonl").display())
+        );
+        assert_eq!(lines[3], "    tsk_child012  completed  1.5s");
+        assert_eq!(delegations(&[], 0), "");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn the_peers_section_tells_sends_calls_and_refusals() {
