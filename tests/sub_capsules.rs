@@ -167,6 +167,26 @@ fn a_cancel_at_the_top_ends_every_level_and_lists_the_residue() {
         .find(|r| r["name"] == "top")
         .map(|r| r["pid"].as_u64().unwrap() as u32)
         .unwrap();
+    // `mur ps` shows each sub-capsule under the capsule that delegated to it.
+    let (_, ps, _) = home.run(&["ps"]);
+    // The CAPSULE column: 20 characters after the address and the session.
+    let names: Vec<String> = ps
+        .lines()
+        .skip(1)
+        .map(|l| {
+            l.chars()
+                .skip(42)
+                .take(20)
+                .collect::<String>()
+                .trim_end()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(
+        names,
+        ["top 0.1.0", "↳ mid 0.1.0", "  ↳ leaf 0.1.0"],
+        "{ps}"
+    );
     // `mur cancel` names the sub-capsule the cancel ends.
     let (code, out, err) = home.run(&["cancel", &run.session, &task]);
     assert_eq!(code, 0, "{err}");
