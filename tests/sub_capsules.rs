@@ -214,6 +214,13 @@ fn a_cancel_at_the_top_ends_every_level_and_lists_the_residue() {
     assert!(wait_until(LONG, || home.trace(&run.session).iter().any(
         |e| e["event_type"] == "task_end" && e["task_id"] == task.as_str()
     )));
+    let record = home
+        .trace(&run.session)
+        .into_iter()
+        .find(|e| e["event_type"] == "task_canceled" && e["task_id"] == task.as_str())
+        .unwrap();
+    assert_eq!(record["in_flight"][0]["kind"], "delegation", "{record}");
+    assert_eq!(record["in_flight"][0]["capsule"], "mid");
     let below: Vec<u32> = support::descendants(capsule)
         .into_iter()
         .filter(|p| alive(*p))

@@ -15,7 +15,7 @@ use crate::ids::TaskId;
 use crate::manifest::AfterTask;
 use crate::process::Containment;
 use crate::session::Session;
-use crate::tasks::{Outcome, Started};
+use crate::tasks::{Outcome, Started, Viewer};
 use crate::trace::{EndStatus, Ran, RequestedBy, TraceEvent};
 
 const KILLED: &str = "task canceled; the harness was killed and its session may not resume cleanly";
@@ -166,9 +166,16 @@ fn judge(session: &Session, id: &TaskId, context_id: &str, ending: Ending) -> (O
         Ending::SpawnFailed(why) => (Outcome::Failed(why), 0),
         Ending::Canceled { killed, transcript } => {
             let turns = keep(&transcript);
-            session
-                .trace
-                .event(TraceEvent::canceled_in_harness(id.clone(), killed));
+            // What the cancel's answer named as in flight (its residue artifact).
+            let in_flight = session
+                .registry
+                .read(id.as_str(), &Viewer::Everyone, |t| t.residue.clone())
+                .unwrap_or_default();
+            session.trace.event(TraceEvent::canceled_in_harness(
+                id.clone(),
+                killed,
+                in_flight,
+            ));
             (
                 Outcome::CanceledEnded(killed.then(|| KILLED.to_owned())),
                 turns,

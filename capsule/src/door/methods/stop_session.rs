@@ -12,6 +12,13 @@ pub async fn apply(door: &Door) -> Result<Answer, RpcError> {
     let session = &door.session;
     let canceled = session.cancel_all().await;
     let ids: Vec<&str> = canceled.iter().map(|(id, _)| id.as_str()).collect();
+    // Each canceled task keeps what it left in flight, as a CancelTask of it would have.
+    for (id, _) in &canceled {
+        let left = session.residue.of_task(id);
+        if !left.is_empty() {
+            session.registry.set_residue(id, left);
+        }
+    }
     let residue = session.residue.all();
     Ok(Answer::Result(
         json!({"session_id": session.id.as_str(), "canceled": ids, "residue": residue}),

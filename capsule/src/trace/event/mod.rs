@@ -440,12 +440,13 @@ impl TraceEvent {
         }
     }
 
-    /// The cancel of a task whose harness was interrupted (and killed, when `killed`).
-    pub fn canceled_in_harness(task_id: TaskId, killed: bool) -> TraceEvent {
+    /// The cancel of a task whose harness was interrupted (and killed, when `killed`), with the
+    /// residue items that were in flight when the cancel was answered.
+    pub fn canceled_in_harness(task_id: TaskId, killed: bool, in_flight: Vec<Value>) -> TraceEvent {
         TraceEvent::TaskCanceled {
             task_id,
             interrupted: Interrupted::Harness,
-            in_flight: Vec::new(),
+            in_flight,
             harness_killed: Some(killed),
         }
     }

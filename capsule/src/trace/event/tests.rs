@@ -149,7 +149,7 @@ fn task_canceled() {
         r#""task_id":"tsk_1","interrupted":"queue","in_flight":[]"#,
     );
     written(
-        TraceEvent::canceled_in_harness(tsk(), true),
+        TraceEvent::canceled_in_harness(tsk(), true, Vec::new()),
         "task_canceled",
         r#""task_id":"tsk_1","interrupted":"harness","in_flight":[],"harness_killed":true"#,
     );
