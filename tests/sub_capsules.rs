@@ -328,3 +328,27 @@ fn a_child_that_dies_before_it_reports_fails_the_delegation() {
     assert_eq!(received["state"], "failed");
     assert!(wait_until(LONG, || running(&home).len() == 1));
 }
+
+#[test]
+fn ctrl_c_ends_every_level_cleanly() {
+    let home = Home::new();
+    let (mut run, task) = three_levels_working(&home);
+    signal(run.pid(), 2);
+    assert_eq!(run.wait_exit(LONG), Some(0), "a clean stop exits 0");
+    assert!(
+        wait_until(LONG, || processes_of(&home).is_empty()),
+        "left running: {:?}",
+        processes_of(&home)
+    );
+    // The top's task was canceled, its delegation ended before its task_end.
+    let trace = home.trace(&run.session);
+    let of_task: Vec<&str> = trace
+        .iter()
+        .filter(|e| e["task_id"] == task.as_str())
+        .map(|e| e["event_type"].as_str().unwrap())
+        .collect();
+    let end = of_task.iter().position(|k| *k == "task_end").unwrap();
+    let ended = of_task.iter().position(|k| *k == "delegation_end").unwrap();
+    assert!(ended < end, "{of_task:?}");
+    assert!(std::fs::read_dir(home.home.join("run")).unwrap().count() == 0);
+}
