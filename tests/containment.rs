@@ -53,34 +53,6 @@ fn launch(home: &Home, fixture: &Fixture, mode: &str) -> Launch {
     Launch::start_env(home, &manifest, &[], &env(mode))
 }
 
-/// Every live process this test started, at any depth, however it detached: they all carry
-/// the test's own `FIXTURE_STATE` in their environment (`mur` passes its environment on).
-fn processes_of(home: &Home) -> Vec<u32> {
-    let mine = format!(
-        "FIXTURE_STATE={}",
-        home.root.join("fixture-state").display()
-    );
-    let mut found = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else {
-            continue;
-        };
-        if environ.split(|b| *b == 0).any(|kv| kv == mine.as_bytes()) && alive(pid) {
-            found.push(pid);
-        }
-    }
-    found
-}
-
-fn cmdline(pid: u32) -> String {
-    std::fs::read(format!("/proc/{pid}/cmdline"))
-        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
-        .unwrap_or_default()
-}
-
 /// The capsule process of a launch: the one child of `mur run` that is `mur __capsule`.
 fn capsule_pid(run: &Launch) -> u32 {
     let mut found = None;

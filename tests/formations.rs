@@ -192,25 +192,6 @@ fn rpc(port: u16, token: &str, method: &str, params: Value) -> Value {
     .json()
 }
 
-/// Every live process started by this test (they all carry its `FIXTURE_STATE`).
-fn processes_of(home: &Home) -> Vec<u32> {
-    let mine = format!(
-        "FIXTURE_STATE={}",
-        home.root.join("fixture-state").display()
-    );
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_string_lossy().parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/environ"))
-                .map(|env| env.split(|b| *b == 0).any(|kv| kv == mine.as_bytes()))
-                .unwrap_or(false)
-                && alive(*pid)
-        })
-        .collect()
-}
-
 #[test]
 fn a_formation_whose_calls_form_a_cycle_launches_answers_and_leaves_nothing() {
     let home = Home::new();

@@ -38,31 +38,6 @@ fn three_levels(home: &Home) -> PathBuf {
     home.write("d/top.yaml", &capsule("top", &["mid.yaml"], ""))
 }
 
-/// Every live process this test started.
-fn processes_of(home: &Home) -> Vec<u32> {
-    let mine = format!(
-        "FIXTURE_STATE={}",
-        home.root.join("fixture-state").display()
-    );
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_string_lossy().parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/environ"))
-                .map(|env| env.split(|b| *b == 0).any(|kv| kv == mine.as_bytes()))
-                .unwrap_or(false)
-                && alive(*pid)
-        })
-        .collect()
-}
-
-fn cmdline(pid: u32) -> String {
-    std::fs::read(format!("/proc/{pid}/cmdline"))
-        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
-        .unwrap_or_default()
-}
-
 /// The running records (`mur ps --json`) of this home.
 fn running(home: &Home) -> Vec<Value> {
     let (_, out, _) = home.run(&["ps", "--json"]);

@@ -610,6 +610,33 @@ fn host_pid(inner: u32, written: &Path) -> Option<u32> {
     })
 }
 
+/// Every live process a test started, at any depth, however it detached: they all carry the
+/// test's own `FIXTURE_STATE` in their environment (`mur` passes its environment on).
+pub fn processes_of(home: &Home) -> Vec<u32> {
+    let mine = format!(
+        "FIXTURE_STATE={}",
+        home.root.join("fixture-state").display()
+    );
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_string_lossy().parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .map(|env| env.split(|b| *b == 0).any(|kv| kv == mine.as_bytes()))
+                .unwrap_or(false)
+                && alive(*pid)
+        })
+        .collect()
+}
+
+/// A process's command line, its arguments joined by spaces.
+pub fn cmdline(pid: u32) -> String {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .unwrap_or_default()
+}
+
 /// True while a process exists and is not a zombie.
 pub fn alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
