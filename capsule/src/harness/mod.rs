@@ -406,11 +406,11 @@ async fn feed(
         tokio::select! {
             _ = async { let _ = stdin.write_all(&prompt).await; let _ = stdin.flush().await; } => {}
             bytes = interrupts.recv() => {
-                match (bytes, turn_over) {
-                    (Some(bytes), None) => write_then_hold(stdin, bytes, interrupts).await,
-                    // Half a user line cannot be followed by a control line: ending the input
-                    // instead stops a harness that has not begun its turn (SIGINT follows).
-                    _ => {}
+                // Half a user line cannot be followed by a control line: under stream-json the
+                // input simply ends, which stops a harness that has not begun its turn (SIGINT
+                // follows if it does not).
+                if let (Some(bytes), None) = (bytes, turn_over) {
+                    write_then_hold(stdin, bytes, interrupts).await;
                 }
                 return;
             }
