@@ -777,13 +777,14 @@ fn a_capsule_that_starts_no_task_needs_no_driver() {
 #[test]
 fn the_claude_code_worker_drives_claude_as_its_preset_says() {
     let home = Home::new();
-    // A stand-in `claude` on PATH: it logs its argv and speaks stream-json through the fixture.
+    // A stand-in `claude` on PATH: it logs its argv and speaks stream-json both ways through
+    // scripts/harness/fake_claude.py.
     let log = home.root.join("argv.log");
     let fake = home.write(
         "bin/claude",
         &format!(
-            "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n' \"$a\" | head -n 1; done > {log}.$$\necho >> {log}.$$\ncat {log}.$$ >> {log}\nexec python3 {} --dialect stream-json \"$@\"\n",
-            fixture().display(),
+            "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n' \"$a\" | head -n 1; done > {log}.$$\necho >> {log}.$$\ncat {log}.$$ >> {log}\nexec python3 {} \"$@\"\n",
+            repo_root().join("scripts/harness/fake_claude.py").display(),
             log = log.display()
         ),
     );
@@ -820,9 +821,11 @@ fn the_claude_code_worker_drives_claude_as_its_preset_says() {
         .collect();
     assert_eq!(calls.len(), 2);
     assert_eq!(
-        calls[0][..5],
+        calls[0][..7],
         [
             "-p",
+            "--input-format",
+            "stream-json",
             "--output-format",
             "stream-json",
             "--verbose",
@@ -830,12 +833,12 @@ fn the_claude_code_worker_drives_claude_as_its_preset_says() {
         ]
     );
     assert_eq!(
-        calls[0][5], "# Murmur capsule guide",
+        calls[0][7], "# Murmur capsule guide",
         "the guide rides as the system prompt"
     );
-    assert_eq!(calls[0][6..], ["--model", "claude-sonnet-5"]);
+    assert_eq!(calls[0][8..], ["--model", "claude-sonnet-5"]);
     assert_eq!(
-        calls[1][6..],
+        calls[1][8..],
         ["--model", "claude-sonnet-5", "--resume", session.as_str()]
     );
 }

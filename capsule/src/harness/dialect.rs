@@ -15,6 +15,9 @@ pub struct Transcript {
     pub error: Option<String>,
     /// Raw stdout, kept for the text dialect.
     pub raw: String,
+    /// A stream-json `result` line has ended the turn (a stream-json input harness then waits
+    /// for more input, so its stdin is closed).
+    pub turn_ended: bool,
 }
 
 /// Feeds one stream-json line (Claude Code's `--output-format stream-json`); answers the text
@@ -42,7 +45,10 @@ pub fn stream_json_line(t: &mut Transcript, line: &str) -> Option<String> {
                 .collect();
             return (!text.is_empty()).then(|| text.join("\n"));
         }
+        // After an interrupt the result line may carry no `result` key (and `is_error`): the
+        // attempt is then canceled, which the harness's caller decides from why it ended.
         Some("result") => {
+            t.turn_ended = true;
             if let Some(s) = str_of("session_id") {
                 t.session = Some(s);
             }
@@ -116,6 +122,20 @@ mod tests {
             (t.session.as_deref(), t.turns, t.answer.as_deref()),
             (Some("s-1"), 2, Some("four"))
         );
+    }
+
+    #[test]
+    fn an_interrupted_result_ends_the_turn_without_an_answer() {
+        let mut t = Transcript::default();
+        for line in [
+            r#"{"type":"system","subtype":"init","session_id":"s-2"}"#,
+            r#"{"type":"result","subtype":"error_during_execution","is_error":true,"session_id":"s-2"}"#,
+        ] {
+            stream_json_line(&mut t, line);
+        }
+        assert!(t.turn_ended);
+        assert_eq!(t.answer, None);
+        assert_eq!(t.error.as_deref(), Some("error_during_execution"));
     }
 
     #[test]

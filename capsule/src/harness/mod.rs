@@ -1,7 +1,8 @@
 //! The process transport (DESIGN §8): one harness process per task attempt, run in containment
 //! (`crate::process`) so that everything it starts ends with the attempt, fed the task on stdin
 //! (or as its last argument) without ever delaying a cancel, read in its dialect, interrupted
-//! with SIGINT or stdin bytes, and ended with all it started after the grace.
+//! with SIGINT, stdin bytes or an in-band stream-json `control_request` (SIGINT its fallback),
+//! and ended with all it started after the grace.
 
 mod dialect;
 mod sessions;
@@ -11,6 +12,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use serde::Serialize;
 use serde_json::json;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::ChildStdin;
@@ -20,7 +22,10 @@ pub use dialect::Transcript;
 pub use sessions::HarnessSessions;
 
 use crate::ids::TaskId;
-use crate::manifest::{Interrupt, Manifest, OutputDialect, ProcessDriver, PromptMode};
+use crate::manifest::{
+    InputDialect, Interrupt, Manifest, OutputDialect, ProcessDriver, PromptMode,
+    CONTROL_REQUEST_BOUND,
+};
 use crate::process::{Contained, Containment, Exit, Spec};
 use crate::session::Session;
 use crate::stream::EventLog;
@@ -165,8 +170,17 @@ pub async fn run(
         harness_session: a.resume.clone(),
         containment: containment.mode,
     });
-    let prompt = (d.prompt == PromptMode::Stdin).then(|| a.prompt.to_owned());
-    let stdin = StdinFeed::start(harness.stdin.take(), prompt, d.interrupt.clone());
+    let (turn_over_tx, turn_over) = watch::channel(false);
+    let prompt = (d.prompt == PromptMode::Stdin).then(|| match d.input {
+        InputDialect::Text => a.prompt.as_bytes().to_vec(),
+        InputDialect::StreamJson => user_line(a.prompt),
+    });
+    let hold = match (d.input, &d.interrupt) {
+        (InputDialect::StreamJson, _) => Hold::UntilTurnEnds(turn_over),
+        (InputDialect::Text, Interrupt::Stdin(_)) => Hold::ForInterrupts,
+        (InputDialect::Text, _) => Hold::Close,
+    };
+    let stdin = StdinFeed::start(harness.stdin.take(), prompt, hold);
     let (turns_tx, mut turns_rx) = watch::channel(0u32);
     let (ended_tx, ended) = watch::channel(false);
     let turn_frames = TurnFrames {
@@ -179,6 +193,7 @@ pub async fn run(
             out,
             d.output,
             turns_tx,
+            turn_over_tx,
             turn_frames,
             ended.clone(),
         ))
@@ -267,63 +282,157 @@ async fn signalled<T>(rx: &mut watch::Receiver<T>, f: impl FnMut(&T) -> bool) {
     }
 }
 
+/// Claude Code's stream-json input lines, in the key order its SDK writes them.
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum InputLine<'a> {
+    User {
+        message: UserMessage<'a>,
+    },
+    ControlRequest {
+        request_id: &'a str,
+        request: ControlRequest,
+    },
+}
+
+#[derive(Serialize)]
+struct UserMessage<'a> {
+    role: &'static str,
+    content: &'a str,
+}
+
+#[derive(Serialize)]
+struct ControlRequest {
+    subtype: &'static str,
+}
+
+fn json_line(line: &InputLine) -> Vec<u8> {
+    // Serialising these plain structs cannot fail; an empty line would be ignored, not crash.
+    let mut bytes = serde_json::to_vec(line).unwrap_or_default();
+    bytes.push(b'\n');
+    bytes
+}
+
+/// `{"type":"user","message":{"role":"user","content":"<text>"}}` and a newline.
+fn user_line(text: &str) -> Vec<u8> {
+    json_line(&InputLine::User {
+        message: UserMessage {
+            role: "user",
+            content: text,
+        },
+    })
+}
+
+/// `{"type":"control_request","request_id":"<id>","request":{"subtype":"interrupt"}}` and a
+/// newline. Claude Code silently ignores an interrupt that is not wrapped this way.
+fn interrupt_line(request_id: &str) -> Vec<u8> {
+    json_line(&InputLine::ControlRequest {
+        request_id,
+        request: ControlRequest {
+            subtype: "interrupt",
+        },
+    })
+}
+
+/// A request id no earlier interrupt used: the harness answers by it.
+fn fresh_request_id() -> String {
+    format!("int_{}", uuid::Uuid::now_v7().simple())
+}
+
+/// What becomes of the harness's stdin once the prompt is in.
+enum Hold {
+    /// It closes: the harness reads to end of input.
+    Close,
+    /// It stays open until the attempt ends, for the driver's interrupt bytes.
+    ForInterrupts,
+    /// `input: stream-json`: it stays open for an interrupt line until the harness's `result`
+    /// line ends the turn (the value turns true), then closes, since a stream-json harness
+    /// waits for further messages until end of input.
+    UntilTurnEnds(watch::Receiver<bool>),
+}
+
 /// The harness's stdin, written by a task of its own so that a harness that never reads it
-/// cannot delay anything else: the prompt goes in, then stdin closes, unless the driver
-/// interrupts through it; then it stays open for the interrupt bytes, which cut short a prompt
-/// still being written. Dropping the feed closes stdin.
+/// cannot delay anything else: the prompt goes in, then stdin is held as [`Hold`] says;
+/// interrupt bytes cut short a prompt still being written. Dropping the feed tells the writer
+/// the attempt is over, which closes stdin.
 struct StdinFeed {
     /// Dropped with the feed, which tells the writer the attempt is over.
     interrupts: Option<mpsc::Sender<Vec<u8>>>,
-    through_stdin: bool,
 }
 
 impl StdinFeed {
-    fn start(stdin: Option<ChildStdin>, prompt: Option<String>, how: Interrupt) -> StdinFeed {
-        let through_stdin = matches!(how, Interrupt::Stdin(_));
+    fn start(stdin: Option<ChildStdin>, prompt: Option<Vec<u8>>, hold: Hold) -> StdinFeed {
         let Some(stdin) = stdin else {
-            return StdinFeed {
-                interrupts: None,
-                through_stdin,
-            };
+            return StdinFeed { interrupts: None };
         };
+        if matches!(hold, Hold::Close) {
+            tokio::spawn(feed_and_close(stdin, prompt));
+            return StdinFeed { interrupts: None };
+        }
         let (tx, rx) = mpsc::channel(1);
-        tokio::spawn(feed(stdin, prompt, through_stdin, rx));
+        tokio::spawn(feed(stdin, prompt, hold, rx));
         StdinFeed {
             interrupts: Some(tx),
-            through_stdin,
         }
     }
 
-    fn interrupt(&self, bytes: &[u8]) {
-        if let (Some(tx), true) = (&self.interrupts, self.through_stdin) {
-            let _ = tx.try_send(bytes.to_vec());
+    /// Queues interrupt bytes; a feed that closes stdin after the prompt takes none.
+    fn interrupt(&self, bytes: Vec<u8>) {
+        if let Some(tx) = &self.interrupts {
+            let _ = tx.try_send(bytes);
         }
+    }
+}
+
+async fn feed_and_close(mut stdin: ChildStdin, prompt: Option<Vec<u8>>) {
+    if let Some(prompt) = prompt {
+        // A harness that exits without reading its prompt closes the pipe: not our failure.
+        let _ = stdin.write_all(&prompt).await;
+        let _ = stdin.flush().await;
     }
 }
 
 async fn feed(
     mut stdin: ChildStdin,
-    prompt: Option<String>,
-    keep_open: bool,
+    prompt: Option<Vec<u8>>,
+    hold: Hold,
     mut interrupts: mpsc::Receiver<Vec<u8>>,
 ) {
+    let mut turn_over = match hold {
+        Hold::UntilTurnEnds(rx) => Some(rx),
+        _ => None,
+    };
     if let Some(prompt) = prompt {
         tokio::select! {
-            // A harness that exits without reading its prompt closes the pipe: not our failure.
-            _ = stdin.write_all(prompt.as_bytes()) => { let _ = stdin.flush().await; }
+            _ = async { let _ = stdin.write_all(&prompt).await; let _ = stdin.flush().await; } => {}
             bytes = interrupts.recv() => {
-                if let Some(bytes) = bytes {
+                // Half a user line cannot be followed by a control line: under stream-json the
+                // input simply ends, which stops a harness that has not begun its turn (SIGINT
+                // follows if it does not).
+                if let (Some(bytes), None) = (bytes, turn_over) {
                     write_then_hold(stdin, bytes, interrupts).await;
                 }
                 return;
             }
         }
     }
-    if !keep_open {
-        return;
-    }
-    if let Some(bytes) = interrupts.recv().await {
-        write_then_hold(stdin, bytes, interrupts).await;
+    let turn_ended = async {
+        match turn_over.as_mut() {
+            Some(rx) => signalled(rx, |over| *over).await,
+            None => std::future::pending::<()>().await,
+        }
+    };
+    tokio::pin!(turn_ended);
+    tokio::select! {
+        _ = &mut turn_ended => {}
+        bytes = interrupts.recv() => if let Some(bytes) = bytes {
+            tokio::select! {
+                _ = write_then_hold(stdin, bytes, interrupts) => {}
+                // After a control line the harness ends its turn with a `result` line and then
+                // waits for input: closing stdin is what lets it exit.
+                _ = &mut turn_ended => {}
+            }
+        },
     }
 }
 
@@ -341,8 +450,10 @@ async fn write_then_hold(
     while interrupts.recv().await.is_some() {}
 }
 
-/// Sends the driver's interrupt, waits out the grace, and ends the harness and everything it
-/// started if it is still there. Answers how it ended and whether it had to be ended.
+/// Sends the driver's interrupt, waits out its bound, and ends the harness and everything it
+/// started if it is still there; an in-band `control_request` that brings no end within
+/// [`CONTROL_REQUEST_BOUND`] is followed by SIGINT and the grace. Answers how it ended and
+/// whether it had to be ended.
 async fn interrupt(
     session: &Session,
     d: &Driver,
@@ -350,23 +461,51 @@ async fn interrupt(
     harness: &mut Contained,
     stdin: &StdinFeed,
 ) -> (Exit, bool) {
-    match &d.interrupt {
-        Interrupt::Sigint => harness.interrupt(),
-        Interrupt::Stdin(bytes) => stdin.interrupt(bytes),
-        Interrupt::None => {}
-    }
+    let mut request_id = None;
+    let bound = match &d.interrupt {
+        Interrupt::Sigint => {
+            harness.interrupt();
+            GRACE
+        }
+        Interrupt::Stdin(bytes) => {
+            stdin.interrupt(bytes.clone());
+            GRACE
+        }
+        Interrupt::ControlRequest => {
+            let id = fresh_request_id();
+            stdin.interrupt(interrupt_line(&id));
+            request_id = Some(id);
+            CONTROL_REQUEST_BOUND
+        }
+        Interrupt::None => Duration::ZERO,
+    };
     session.trace.event(TraceEvent::HarnessInterrupt {
         task_id: TaskId::from_wire(a.task_id),
         pid: harness.pid,
         interrupt: InterruptSent::from(&d.interrupt),
-        grace_ms: match d.interrupt {
-            Interrupt::None => 0,
-            _ => GRACE.as_millis() as u64,
-        },
+        grace_ms: bound.as_millis() as u64,
+        request_id,
+        fallback_for: None,
     });
-    if d.interrupt != Interrupt::None && tokio::time::timeout(GRACE, harness.exited()).await.is_ok()
-    {
+    if d.interrupt == Interrupt::None {
+        return (harness.end().await, true);
+    }
+    if tokio::time::timeout(bound, harness.exited()).await.is_ok() {
         return (harness.outcome().await, false);
+    }
+    if d.interrupt == Interrupt::ControlRequest {
+        harness.interrupt();
+        session.trace.event(TraceEvent::HarnessInterrupt {
+            task_id: TaskId::from_wire(a.task_id),
+            pid: harness.pid,
+            interrupt: InterruptSent::Sigint,
+            grace_ms: GRACE.as_millis() as u64,
+            request_id: None,
+            fallback_for: Some(InterruptSent::ControlRequest),
+        });
+        if tokio::time::timeout(GRACE, harness.exited()).await.is_ok() {
+            return (harness.outcome().await, false);
+        }
     }
     (harness.end().await, true)
 }
@@ -398,6 +537,7 @@ async fn read_stdout(
     mut out: impl AsyncRead + Unpin,
     dialect: OutputDialect,
     turns: watch::Sender<u32>,
+    turn_over: watch::Sender<bool>,
     frames: TurnFrames,
     ended: watch::Receiver<bool>,
 ) -> Transcript {
@@ -436,6 +576,9 @@ async fn read_stdout(
                 }
                 line.clear();
                 let _ = turns.send(t.turns);
+                if t.turn_ended {
+                    let _ = turn_over.send(true);
+                }
             } else if line.len() < STDOUT_CAP {
                 line.push(b);
             }
@@ -481,4 +624,22 @@ async fn read_tail(mut err: impl AsyncRead + Unpin, ended: watch::Receiver<bool>
         }
     }
     String::from_utf8_lossy(&tail).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stream_json_input_lines() {
+        assert_eq!(
+            String::from_utf8(user_line("say \"hi\"\nthen stop")).unwrap(),
+            "{\"type\":\"user\",\"message\":{\"role\":\"user\",\"content\":\"say \\\"hi\\\"\\nthen stop\"}}\n"
+        );
+        assert_eq!(
+            String::from_utf8(interrupt_line("int_1")).unwrap(),
+            "{\"type\":\"control_request\",\"request_id\":\"int_1\",\"request\":{\"subtype\":\"interrupt\"}}\n"
+        );
+        assert_ne!(fresh_request_id(), fresh_request_id());
+    }
 }

@@ -7,7 +7,7 @@ use crate::manifest::builtin::Builtin;
 use crate::manifest::error::{ErrorCode, ManifestError};
 use crate::manifest::keypath::KeyPath;
 use crate::manifest::model::{
-    Artifact, Gateway, Interrupt, OutputDialect, ProcessDriver, PromptMode,
+    Artifact, Gateway, InputDialect, Interrupt, OutputDialect, ProcessDriver, PromptMode,
 };
 use crate::manifest::paths;
 use crate::manifest::reader::Reader;
@@ -16,7 +16,14 @@ use serde_yaml::Value;
 use std::path::Path;
 
 const ARTIFACT_KEYS: [&str; 5] = ["name", "version", "runtime", "gateway", "process"];
-const PROCESS_KEYS: [&str; 5] = ["command", "prompt", "output", "resume", "interrupt"];
+const PROCESS_KEYS: [&str; 6] = [
+    "command",
+    "prompt",
+    "input",
+    "output",
+    "resume",
+    "interrupt",
+];
 
 /// The `artifacts` list (absent reads as empty). `dir` resolves relative commands.
 pub fn read(
@@ -211,6 +218,23 @@ fn process(
         },
         None => PromptMode::Stdin,
     };
+    let input = match f.get("input") {
+        Some(v) => match r.choice(v, &f.path("input"), &["text", "stream-json"])? {
+            0 => InputDialect::Text,
+            _ => InputDialect::StreamJson,
+        },
+        None => InputDialect::Text,
+    };
+    // A stream-json user line is the prompt; with the prompt as an argument there is none.
+    if input == InputDialect::StreamJson && prompt == PromptMode::Arg {
+        let prompt_value = f.get("prompt").unwrap_or(&Value::Null);
+        return Err(r.bad(
+            &f.path("prompt"),
+            "stdin under input: stream-json",
+            prompt_value,
+            "input: stream-json writes the task as a user-message line on stdin; drop prompt: arg",
+        ));
+    }
     let output = match f.get("output") {
         Some(v) => match r.choice(v, &f.path("output"), &["text", "stream-json", "codex-json"])? {
             0 => OutputDialect::Text,
@@ -237,12 +261,15 @@ fn process(
         None => None,
     };
     let interrupt = match f.get("interrupt") {
-        Some(v) => interrupt(r, v, &f.path("interrupt"))?,
+        Some(v) => interrupt(r, v, &f.path("interrupt"), input)?,
+        // A stream-json harness has an in-band way to stop a turn: it is the default there.
+        None if input == InputDialect::StreamJson => Interrupt::ControlRequest,
         None => Interrupt::Sigint,
     };
     Ok(ProcessDriver {
         command,
         prompt,
+        input,
         output,
         resume,
         interrupt,
@@ -250,23 +277,38 @@ fn process(
     })
 }
 
-fn interrupt(r: &Reader, value: &Value, path: &KeyPath) -> Result<Interrupt, ManifestError> {
-    let hint = "write interrupt: sigint, interrupt: none, or interrupt: { stdin: \"\\u0003\" }";
+fn interrupt(
+    r: &Reader,
+    value: &Value,
+    path: &KeyPath,
+    input: InputDialect,
+) -> Result<Interrupt, ManifestError> {
+    let hint = "write interrupt: sigint, interrupt: none, interrupt: control-request (with \
+                input: stream-json), or interrupt: { stdin: \"\\u0003\" }";
+    let expected = "sigint, none, control-request or { stdin: \"<bytes>\" }";
     match value {
         Value::String(_) => {
-            let accepted = ["sigint", "none"];
+            let accepted = ["sigint", "none", "control-request"];
             let index = r.choice(value, path, &accepted).map_err(|err| {
                 if err.code() == ErrorCode::BadValue {
-                    r.bad(path, "sigint, none or { stdin: \"<bytes>\" }", value, hint)
+                    r.bad(path, expected, value, hint)
                 } else {
                     err
                 }
             })?;
-            Ok(if index == 0 {
-                Interrupt::Sigint
-            } else {
-                Interrupt::None
-            })
+            match index {
+                0 => Ok(Interrupt::Sigint),
+                1 => Ok(Interrupt::None),
+                // The control line is only understood by a harness reading stream-json input.
+                _ if input != InputDialect::StreamJson => Err(r.bad(
+                    path,
+                    "control-request only under input: stream-json",
+                    value,
+                    "add input: stream-json (the harness must read stream-json on stdin), or \
+                     write interrupt: sigint",
+                )),
+                _ => Ok(Interrupt::ControlRequest),
+            }
         }
         Value::Mapping(_) => {
             let f = r.mapping(Some(value), path, &["stdin"])?;
@@ -280,6 +322,6 @@ fn interrupt(r: &Reader, value: &Value, path: &KeyPath) -> Result<Interrupt, Man
             }
             Ok(Interrupt::Stdin(text.into_bytes()))
         }
-        other => Err(r.bad(path, "sigint, none or { stdin: \"<bytes>\" }", other, hint)),
+        other => Err(r.bad(path, expected, other, hint)),
     }
 }

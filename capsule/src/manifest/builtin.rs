@@ -2,7 +2,7 @@
 //! with the preset command lines. The one place these names and presets live; any other
 //! `murmur/` name in a manifest is an error.
 
-use crate::manifest::model::{Interrupt, OutputDialect, ProcessDriver, PromptMode};
+use crate::manifest::model::{InputDialect, Interrupt, OutputDialect, ProcessDriver, PromptMode};
 
 /// A built-in artifact.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -55,12 +55,13 @@ impl Builtin {
 
     /// The process definition a preset carries; `None` for the http drivers.
     ///
-    /// Claude Code: `claude -p --output-format stream-json --verbose`, prompt on stdin,
-    /// `--resume {session}`, SIGINT. Codex: `codex exec --json`, prompt on stdin,
-    /// `resume {session}` (giving `codex exec --json resume <id>`), SIGINT. Claude Code takes
-    /// the guide (`MURMUR_GUIDE`) as `--append-system-prompt`, so stdin stays the message text;
-    /// the harness expands `{guide_text}`. In-band interrupt would need stream-json *input*,
-    /// which would change what stdin carries, so the preset interrupts with SIGINT.
+    /// Claude Code: `claude -p --input-format stream-json --output-format stream-json
+    /// --verbose`, the task as one user-message line on stdin, `--resume {session}`, and the
+    /// in-band `control_request` interrupt (headless Claude Code does not stop a turn on
+    /// SIGINT; SIGINT is only the fallback). It takes the guide (`MURMUR_GUIDE`) as
+    /// `--append-system-prompt`, so the user line stays the message text; the harness expands
+    /// `{guide_text}`. Codex: `codex exec --json`, prompt on stdin, `resume {session}` (giving
+    /// `codex exec --json resume <id>`), SIGINT, which `codex exec` honours.
     pub fn preset(&self) -> Option<ProcessDriver> {
         let strings = |items: &[&str]| items.iter().map(|s| (*s).to_string()).collect();
         match self {
@@ -68,6 +69,8 @@ impl Builtin {
                 command: strings(&[
                     "claude",
                     "-p",
+                    "--input-format",
+                    "stream-json",
                     "--output-format",
                     "stream-json",
                     "--verbose",
@@ -75,14 +78,16 @@ impl Builtin {
                     "{guide_text}",
                 ]),
                 prompt: PromptMode::Stdin,
+                input: InputDialect::StreamJson,
                 output: OutputDialect::StreamJson,
                 resume: Some(strings(&["--resume", "{session}"])),
-                interrupt: Interrupt::Sigint,
+                interrupt: Interrupt::ControlRequest,
                 model_args: Some(strings(&["--model", "{model}"])),
             }),
             Builtin::Codex => Some(ProcessDriver {
                 command: strings(&["codex", "exec", "--json", "--skip-git-repo-check"]),
                 prompt: PromptMode::Stdin,
+                input: InputDialect::Text,
                 output: OutputDialect::CodexJson,
                 resume: Some(strings(&["resume", "{session}"])),
                 interrupt: Interrupt::Sigint,

@@ -35,6 +35,6 @@ pub use formation::{Formation, Member, OnMemberFailure};
 pub use load::{load, load_document, load_str, Document};
 pub use model::{
     AfterTask, Artifact, Authentication, Capabilities, ContextLimits, Exports, Gateway, Inference,
-    Interrupt, Lifecycle, Manifest, Network, OutputDialect, ProcessDriver, PromptMode,
-    TaskAcceptance, Transport,
+    InputDialect, Interrupt, Lifecycle, Manifest, Network, OutputDialect, ProcessDriver,
+    PromptMode, TaskAcceptance, Transport, CONTROL_REQUEST_BOUND,
 };

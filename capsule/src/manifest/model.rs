@@ -91,6 +91,8 @@ pub struct ProcessDriver {
     pub command: Vec<String>,
     /// `prompt`: default `stdin`.
     pub prompt: PromptMode,
+    /// `input`: default `text`.
+    pub input: InputDialect,
     /// `output`: default `text`.
     pub output: OutputDialect,
     /// `resume`: arguments added when the context has a harness session; at least one element
@@ -123,6 +125,20 @@ pub enum OutputDialect {
     CodexJson,
 }
 
+/// What the harness's stdin carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum InputDialect {
+    /// `text` (default): the task's text as it is, then stdin closes (or stays open for
+    /// `interrupt: { stdin: … }`).
+    #[default]
+    Text,
+    /// `stream-json`: Claude Code's `--input-format stream-json`. The task's text goes in as one
+    /// user-message line and stdin stays open, so that an interrupt can go in band as a
+    /// `control_request` line; it closes when the harness's `result` line ends the turn (the
+    /// harness exits on end of input). Requires `prompt: stdin`.
+    StreamJson,
+}
+
 /// How a running harness is asked to stop.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Interrupt {
@@ -132,7 +148,15 @@ pub enum Interrupt {
     None,
     /// `{ stdin: "<bytes>" }`: these bytes are written to the harness's stdin.
     Stdin(Vec<u8>),
+    /// `control-request` (the default under `input: stream-json`, and only valid there): an
+    /// in-band `control_request` line with subtype `interrupt` and a fresh request id; SIGINT
+    /// follows if the harness has not ended within [`CONTROL_REQUEST_BOUND`].
+    ControlRequest,
 }
+
+/// How long a harness has to end after an in-band `control_request` interrupt before SIGINT is
+/// sent as the fallback (the grace then starts over from the SIGINT).
+pub const CONTROL_REQUEST_BOUND: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// `network`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

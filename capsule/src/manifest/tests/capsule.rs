@@ -3,8 +3,8 @@
 use super::{env, parse, tree, with, MINIMAL};
 use crate::auth::scope::Scope;
 use crate::manifest::{
-    load, load_str, AfterTask, Builtin, ContextLimits, Interrupt, OutputDialect, PromptMode,
-    TaskAcceptance, Transport,
+    load, load_str, AfterTask, Builtin, ContextLimits, InputDialect, Interrupt, OutputDialect,
+    PromptMode, TaskAcceptance, Transport,
 };
 use std::path::{Path, PathBuf};
 
@@ -249,6 +249,49 @@ inference: { transport: process, driver: { artifact: local/harness } }
             .unwrap()
             .interrupt,
         Interrupt::None
+    );
+}
+
+#[test]
+fn stream_json_input_defaults_to_the_in_band_interrupt() {
+    let text = "name: h\nversion: \"1\"\nartifacts:\n  - name: local/h\n    runtime: driver\n    \
+                process: { command: [h], input: stream-json, output: stream-json }\n\
+                inference: { transport: process, driver: { artifact: local/h } }\n";
+    let p = |t: &str| parse(t).unwrap().artifacts[0].process.clone().unwrap();
+    let stream = p(text);
+    assert_eq!(
+        (stream.input, stream.interrupt),
+        (InputDialect::StreamJson, Interrupt::ControlRequest)
+    );
+    let explicit = text.replace(
+        "input: stream-json,",
+        "input: stream-json, interrupt: sigint,",
+    );
+    assert_eq!(p(&explicit).interrupt, Interrupt::Sigint);
+    let plain = p(&text.replace("input: stream-json,", ""));
+    assert_eq!(
+        (plain.input, plain.interrupt),
+        (InputDialect::Text, Interrupt::Sigint)
+    );
+    let named = text.replace("input: stream-json,", "input: text,");
+    assert_eq!(p(&named).input, InputDialect::Text);
+}
+
+#[test]
+fn the_claude_code_preset_speaks_stream_json_both_ways() {
+    let p = Builtin::ClaudeCode.preset().unwrap();
+    assert_eq!(p.input, InputDialect::StreamJson);
+    assert_eq!(p.interrupt, Interrupt::ControlRequest);
+    let at = p
+        .command
+        .iter()
+        .position(|a| a == "--input-format")
+        .unwrap();
+    assert_eq!(p.command[at + 1], "stream-json");
+    let codex = Builtin::Codex.preset().unwrap();
+    assert_eq!(
+        (codex.input, codex.interrupt),
+        (InputDialect::Text, Interrupt::Sigint)
     );
 }
 

@@ -122,6 +122,33 @@ fn e004_missing_keys() {
     );
 }
 
+const STREAM_DRIVER: &str = "name: h\nversion: \"1\"\nartifacts:\n  - name: local/h\n    \
+     runtime: driver\n    process: { command: [h], PROCESS }\n\
+     inference: { transport: process, driver: { artifact: local/h } }\n";
+
+#[test]
+fn e005_stream_json_input_and_the_control_request_interrupt() {
+    let err = parse(&STREAM_DRIVER.replace("PROCESS", "input: json")).unwrap_err();
+    assert_eq!(
+        (err.code(), err.key_path()),
+        (ErrorCode::BadValue, "artifacts[0].process.input")
+    );
+    assert!(err.to_string().contains("E-MAN-005"), "{err}");
+    assert_eq!(err.hint(), "accepted values are text, stream-json");
+    let err = parse(&STREAM_DRIVER.replace("PROCESS", "interrupt: control-request")).unwrap_err();
+    assert_eq!(
+        (err.code(), err.key_path()),
+        (ErrorCode::BadValue, "artifacts[0].process.interrupt")
+    );
+    assert!(err.hint().contains("add input: stream-json"), "{err}");
+    let err =
+        parse(&STREAM_DRIVER.replace("PROCESS", "input: stream-json, prompt: arg")).unwrap_err();
+    assert_eq!(
+        (err.code(), err.key_path()),
+        (ErrorCode::BadValue, "artifacts[0].process.prompt")
+    );
+}
+
 #[test]
 fn e005_bad_values_say_what_is_accepted() {
     refused(
@@ -226,9 +253,10 @@ fn e005_reserved_credentials_and_process_rules() {
         &process("{ command: [h], interrupt: sigterm }"),
         ErrorCode::BadValue,
         "artifacts[0].process.interrupt",
-        "error[E-MAN-005]: worker/murmur.yaml: artifacts[0].process.interrupt must be sigint, none \
-         or { stdin: \"<bytes>\" }, not \"sigterm\"\n  hint: write interrupt: sigint, interrupt: \
-         none, or interrupt: { stdin: \"\\u0003\" }",
+        "error[E-MAN-005]: worker/murmur.yaml: artifacts[0].process.interrupt must be sigint, none, \
+         control-request or { stdin: \"<bytes>\" }, not \"sigterm\"\n  hint: write interrupt: \
+         sigint, interrupt: none, interrupt: control-request (with input: stream-json), or \
+         interrupt: { stdin: \"\\u0003\" }",
     );
     refused(
         "name: h\nversion: \"1\"\nartifacts: [{ name: murmur/driver-codex, runtime: driver, process: { command: [x] } }]\n",

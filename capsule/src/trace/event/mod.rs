@@ -92,7 +92,15 @@ pub enum TraceEvent {
         task_id: TaskId,
         pid: i32,
         interrupt: InterruptSent,
+        /// How long the harness has to end before the next step: the SIGINT fallback after a
+        /// `control_request`, the kill after anything else.
         grace_ms: u64,
+        /// Only for `control_request`: the request id the line carried.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        request_id: Option<String>,
+        /// Only on a fallback: the interrupt that brought no end in its bound.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        fallback_for: Option<InterruptSent>,
     },
     HarnessExit {
         task_id: TaskId,
@@ -231,6 +239,8 @@ pub enum SessionMode {
 pub enum InterruptSent {
     Sigint,
     Stdin,
+    /// An in-band stream-json `control_request` line (subtype `interrupt`).
+    ControlRequest,
     /// The driver declares no interrupt: the harness is killed at once.
     None,
 }
@@ -387,6 +397,7 @@ impl From<&Interrupt> for InterruptSent {
         match i {
             Interrupt::Sigint => InterruptSent::Sigint,
             Interrupt::Stdin(_) => InterruptSent::Stdin,
+            Interrupt::ControlRequest => InterruptSent::ControlRequest,
             Interrupt::None => InterruptSent::None,
         }
     }

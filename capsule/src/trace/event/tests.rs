@@ -221,11 +221,41 @@ fn harness_interrupt() {
                 pid: 7,
                 interrupt: InterruptSent::from(&how),
                 grace_ms: grace,
+                request_id: None,
+                fallback_for: None,
             },
             "harness_interrupt",
             &format!(r#""task_id":"tsk_1","pid":7,"interrupt":"{word}","grace_ms":{grace}"#),
         );
     }
+}
+
+#[test]
+fn harness_interrupt_in_band_then_fallback() {
+    written(
+        TraceEvent::HarnessInterrupt {
+            task_id: tsk(),
+            pid: 7,
+            interrupt: InterruptSent::from(&Interrupt::ControlRequest),
+            grace_ms: 1000,
+            request_id: Some("int_1".into()),
+            fallback_for: None,
+        },
+        "harness_interrupt",
+        r#""task_id":"tsk_1","pid":7,"interrupt":"control_request","grace_ms":1000,"request_id":"int_1""#,
+    );
+    written(
+        TraceEvent::HarnessInterrupt {
+            task_id: tsk(),
+            pid: 7,
+            interrupt: InterruptSent::Sigint,
+            grace_ms: 10000,
+            request_id: None,
+            fallback_for: Some(InterruptSent::ControlRequest),
+        },
+        "harness_interrupt",
+        r#""task_id":"tsk_1","pid":7,"interrupt":"sigint","grace_ms":10000,"fallback_for":"control_request""#,
+    );
 }
 
 #[test]
