@@ -3,7 +3,10 @@
 //! both ways and, like the real CLI, does not stop a turn on SIGINT. A cancel must stop the turn
 //! in band (a `control_request` line), without a kill; the context's next task resumes the
 //! session; a harness that ignores the control line gets SIGINT after the short bound and is
-//! killed after the grace. An opt-in test runs the real `claude` when asked to.
+//! killed after the grace. `murmur/driver-codex` against `scripts/harness/fake_codex.py`
+//! (`codex exec --json`): SIGINT ends the turn without a kill, the context's next task resumes
+//! the thread, and one that ignores SIGINT is killed after the grace. Opt-in tests (ignored by
+//! default) run the real `claude` and `codex`.
 
 mod support;
 
@@ -277,5 +280,148 @@ fn real_claude_code_one_task_and_one_cancel() {
         "real claude: canceled in {:?}: {exit}",
         canceled_at.elapsed()
     );
+    assert_eq!(exit["killed"], false, "{exit}");
+}
+
+// --- Codex: `codex exec --json`, interrupted by SIGINT, resumed with `exec resume <id>`. ---
+
+const CODEX: &str = r#"name: cx
+version: "0.1.0"
+artifacts:
+  - name: murmur/driver-codex
+    version: "0.1.0"
+    runtime: driver
+inference:
+  transport: process
+  driver: { artifact: murmur/driver-codex }
+lifecycle: { task_acceptance: queue, after_task: sleep, queue_depth: 1 }
+"#;
+
+/// `mur run` of a Codex worker with `scripts/harness/fake_codex.py` on PATH as `codex`.
+fn codex(extra: &[(&str, String)]) -> (Home, Launch) {
+    let home = Home::new();
+    let bin = home.root.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let fake = repo_root().join("scripts/harness/fake_codex.py");
+    std::os::unix::fs::symlink(fake, bin.join("codex")).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let manifest = home.write("murmur.yaml", CODEX);
+    let mut env = vec![("PATH", path)];
+    env.extend(extra.iter().cloned());
+    let run = Launch::start_env(&home, &manifest, &[], &env);
+    (home, run)
+}
+
+fn exit_of(home: &Home, run: &Launch, task: &str) -> Value {
+    let mut found = None;
+    assert!(wait_until(LONG, || {
+        found = home
+            .trace(&run.session)
+            .into_iter()
+            .find(|e| e["event_type"] == "harness_exit" && e["task_id"] == task);
+        found.is_some()
+    }));
+    found.unwrap()
+}
+
+#[test]
+fn codex_cancel_ends_the_turn_on_sigint_and_the_thread_resumes() {
+    let (home, run) = codex(&[]);
+    let first = run.send("hello", false)["result"]["task"].clone();
+    assert_eq!(first["status"]["state"], "TASK_STATE_COMPLETED", "{first}");
+    let answer = Fake::answer_of(&first);
+    assert!(answer.contains("resumed=no prompts=1"), "{answer}");
+    let thread = answer.split_whitespace().next().unwrap().to_owned();
+    let context = first["contextId"].as_str().unwrap().to_owned();
+
+    let pidfile = home.root.join("codex.pid");
+    let mut params = message(&format!("@pidfile {}\n@sleep 60", pidfile.display()), true);
+    params["message"]["contextId"] = json!(context);
+    let busy = run.rpc("SendMessage", params)["result"]["task"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let harness = wait_pid(&pidfile);
+    let asked = Instant::now();
+    let canceled = run.rpc("CancelTask", json!({"id": busy}));
+    assert_eq!(canceled["result"]["status"]["state"], "TASK_STATE_CANCELED");
+    assert!(wait_until(LONG, || !alive(harness)));
+    assert!(
+        asked.elapsed() < Duration::from_secs(5),
+        "SIGINT ended the turn, not the kill after the grace ({:?})",
+        asked.elapsed()
+    );
+    let exit = exit_of(&home, &run, &busy);
+    assert_eq!(
+        (exit["cause"].as_str(), exit["killed"].as_bool()),
+        (Some("canceled"), Some(false)),
+        "{exit}"
+    );
+
+    // The context's next task continues the same thread (`exec resume <id>`).
+    let mut params = message("again", false);
+    params["message"]["contextId"] = json!(context);
+    let next = run.rpc("SendMessage", params)["result"]["task"].clone();
+    let answer = Fake::answer_of(&next);
+    assert!(
+        answer.starts_with(&thread) && answer.contains("resumed=yes"),
+        "{answer}"
+    );
+}
+
+#[test]
+fn a_codex_that_ignores_sigint_is_killed_after_the_grace() {
+    let (home, run) = codex(&[("FAKE_CODEX_IGNORE_SIGINT", "1".into())]);
+    let pidfile = home.root.join("codex.pid");
+    let busy = run.start_task(&format!("@pidfile {}\n@sleep 60", pidfile.display()));
+    let harness = wait_pid(&pidfile);
+    let canceled = run.rpc("CancelTask", json!({"id": busy}));
+    assert_eq!(canceled["result"]["status"]["state"], "TASK_STATE_CANCELED");
+    let exit = exit_of(&home, &run, &busy);
+    assert_eq!(exit["killed"], true, "{exit}");
+    assert!(!alive(harness));
+    let interrupt = home
+        .trace(&run.session)
+        .into_iter()
+        .find(|e| e["event_type"] == "harness_interrupt" && e["task_id"] == busy.as_str())
+        .unwrap();
+    assert_eq!(interrupt["interrupt"], "sigint");
+}
+
+/// Opt-in, against the real CLI: `cargo test --test presets -- --ignored` with a logged-in
+/// `codex` on PATH runs one task and one cancel through `murmur/driver-codex`.
+#[test]
+#[ignore = "needs a logged-in codex on PATH: cargo test --test presets -- --ignored"]
+fn real_codex_one_task_and_one_cancel() {
+    let on_path = std::process::Command::new("sh")
+        .args(["-c", "command -v codex"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        on_path,
+        "codex is not on PATH: install and log in to Codex first"
+    );
+    let home = Home::new();
+    let manifest = home.write("murmur.yaml", CODEX);
+    let run = Launch::start(&home, &manifest, &[]);
+    let first = run.start_task("Answer with the single word: pong");
+    let done = run.wait_task(&first, Duration::from_secs(180), |s| {
+        s == "TASK_STATE_COMPLETED"
+    });
+    assert!(
+        Fake::answer_of(&done).to_lowercase().contains("pong"),
+        "{done}"
+    );
+    let busy = run.start_task("Count slowly from 1 to 500, one number per line.");
+    assert!(wait_until(LONG, || home.trace(&run.session).iter().any(
+        |e| e["event_type"] == "harness_start" && e["task_id"] == busy.as_str()
+    )));
+    run.rpc("CancelTask", json!({"id": busy}));
+    let exit = exit_of(&home, &run, &busy);
+    assert_eq!(exit["cause"], "canceled", "{exit}");
     assert_eq!(exit["killed"], false, "{exit}");
 }
