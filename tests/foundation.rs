@@ -7,7 +7,7 @@ mod support;
 
 use std::time::Duration;
 
-use serde_json::json;
+use serde_json::{json, Value};
 use support::*;
 
 const LONG: Duration = Duration::from_secs(30);
@@ -242,7 +242,12 @@ fn cancel_kills_a_harness_that_ignores_sigint_after_the_grace() {
         "and so is its grandchild in its own session"
     );
     let _ = task;
-    let task = run.rpc("GetTask", json!({"id": id}))["result"].clone();
+    // The ending is recorded once the attempt is over: after the kill, the sweep and the trace.
+    let mut task = Value::Null;
+    assert!(wait_until(LONG, || {
+        task = run.rpc("GetTask", json!({"id": id}))["result"].clone();
+        !task["status"]["message"].is_null()
+    }));
     assert_eq!(task["status"]["state"], "TASK_STATE_CANCELED");
     assert_eq!(
         task["status"]["message"]["parts"][0]["text"],
