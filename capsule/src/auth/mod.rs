@@ -26,6 +26,16 @@ pub struct TokenDigest {
     pub scopes: Option<Vec<String>>,
 }
 
+/// The token of an `Authorization: Bearer <token>` value (the scheme in any case).
+pub fn bearer(value: &hyper::header::HeaderValue) -> Option<&str> {
+    value
+        .to_str()
+        .ok()
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, t)| t)
+}
+
 pub fn digest_hex(token: &str) -> String {
     Sha256::digest(token.as_bytes())
         .iter()
@@ -128,13 +138,7 @@ impl TokenTable {
                 self.invalid("send exactly one Authorization header")
             });
         };
-        let token = value
-            .to_str()
-            .ok()
-            .and_then(|v| v.split_once(' '))
-            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-            .map(|(_, t)| t);
-        let Some(token) = token else {
+        let Some(token) = bearer(value) else {
             return Err(self.invalid("the Authorization header must read Bearer <token>"));
         };
         let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();

@@ -102,12 +102,7 @@ fn completion_token(door: &Door, headers: &HeaderMap) -> bool {
     let (Some(value), None) = (auth.next(), auth.next()) else {
         return false;
     };
-    let token = value
-        .to_str()
-        .ok()
-        .and_then(|v| v.split_once(' '))
-        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-        .map(|(_, t)| t);
+    let token = crate::auth::bearer(value);
     let delegation = headers
         .get(DELEGATION_HEADER)
         .and_then(|v| v.to_str().ok())
