@@ -697,3 +697,31 @@ fn a_member_reaches_only_its_callees_and_connects_to_nothing_else() {
         "{reached}"
     );
 }
+
+#[test]
+fn kill_9_of_mur_run_leaves_no_member_and_mur_ps_prunes_every_file() {
+    let home = Home::new();
+    let manifest = cycle(&home, "", "sleep");
+    let mut run = Running::start(&home, &manifest, &[], &[]);
+    let files = std::fs::read_dir(home.home.join("run")).unwrap().count();
+    assert_eq!(
+        files,
+        3 * 3,
+        "a record, a token file and a wiring file per member"
+    );
+    signal(run.child.id(), 9);
+    let _ = run.child.wait();
+    assert!(
+        wait_until(LONG, || processes_of(&home).is_empty()),
+        "{:?}",
+        processes_of(&home)
+    );
+    let (code, out, _) = home.run(&["ps"]);
+    assert_eq!((code, out.as_str()), (0, "no capsule is running\n"));
+    let left: Vec<_> = std::fs::read_dir(home.home.join("run"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}

@@ -327,3 +327,28 @@ fn ctrl_c_ends_every_level_cleanly() {
     assert!(ended < end, "{of_task:?}");
     assert!(std::fs::read_dir(home.home.join("run")).unwrap().count() == 0);
 }
+
+#[test]
+fn kill_9_of_mur_run_leaves_no_level_running() {
+    let home = Home::new();
+    let (mut run, _) = three_levels_working(&home);
+    signal(run.pid(), 9);
+    let _ = run.child.wait();
+    assert!(
+        wait_until(LONG, || processes_of(&home).is_empty()),
+        "left running: {:?}",
+        processes_of(&home)
+            .iter()
+            .map(|p| cmdline(*p))
+            .collect::<Vec<_>>()
+    );
+    // What the launch left in run/ is pruned by the next mur ps, tokens and wiring included.
+    let (code, out, _) = home.run(&["ps"]);
+    assert_eq!((code, out.as_str()), (0, "no capsule is running\n"));
+    let left: Vec<_> = std::fs::read_dir(home.home.join("run"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
