@@ -239,50 +239,6 @@ fn claude_code_that_ignores_the_control_line_gets_sigint_then_the_kill() {
     );
 }
 
-/// Opt-in, against the real CLI: `cargo test --test presets -- --ignored` with a logged-in
-/// `claude` on PATH runs one task and one cancel. Ignored by default (it is reported as
-/// ignored, never as passed); without `claude` on PATH it fails saying so.
-#[test]
-#[ignore = "needs a logged-in claude on PATH: cargo test --test presets -- --ignored"]
-fn real_claude_code_one_task_and_one_cancel() {
-    let on_path = std::process::Command::new("sh")
-        .args(["-c", "command -v claude"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        on_path,
-        "claude is not on PATH: install and log in to Claude Code first"
-    );
-    let home = Home::new();
-    let manifest = home.write("murmur.yaml", MANIFEST);
-    let run = Launch::start(&home, &manifest, &[]);
-    let first = run.start_task("Answer with the single word: pong");
-    let done = run.wait_task(&first, Duration::from_secs(180), |s| {
-        s == "TASK_STATE_COMPLETED"
-    });
-    assert!(
-        Fake::answer_of(&done).to_lowercase().contains("pong"),
-        "{done}"
-    );
-    let busy = run.start_task("Count slowly from 1 to 500, one number per line.");
-    std::thread::sleep(Duration::from_secs(5));
-    let canceled_at = Instant::now();
-    run.rpc("CancelTask", json!({"id": busy}));
-    let trace = || home.trace(&run.session);
-    assert!(wait_until(LONG, || trace().iter().any(|e| e["event_type"]
-        == "harness_exit"
-        && e["task_id"] == busy.as_str())));
-    let exit = trace()
-        .into_iter()
-        .find(|e| e["event_type"] == "harness_exit" && e["task_id"] == busy.as_str())
-        .unwrap();
-    eprintln!(
-        "real claude: canceled in {:?}: {exit}",
-        canceled_at.elapsed()
-    );
-    assert_eq!(exit["killed"], false, "{exit}");
-}
-
 // --- Codex: `codex exec --json`, interrupted by SIGINT, resumed with `exec resume <id>`. ---
 
 const CODEX: &str = r#"name: cx
@@ -392,21 +348,16 @@ fn a_codex_that_ignores_sigint_is_killed_after_the_grace() {
     assert_eq!(interrupt["interrupt"], "sigint");
 }
 
-/// Opt-in, against the real CLI: `cargo test --test presets -- --ignored` with a logged-in
-/// `codex` on PATH runs one task and one cancel through `murmur/driver-codex`.
-#[test]
-#[ignore = "needs a logged-in codex on PATH: cargo test --test presets -- --ignored"]
-fn real_codex_one_task_and_one_cancel() {
+/// One task and one cancel through a preset against the real CLI `cli` (opt-in: these tests
+/// are ignored by default, so they are reported as ignored, never as passed).
+fn real_cli_one_task_and_one_cancel(cli: &str, manifest: &str) {
     let on_path = std::process::Command::new("sh")
-        .args(["-c", "command -v codex"])
+        .args(["-c", &format!("command -v {cli}")])
         .output()
         .is_ok_and(|o| o.status.success());
-    assert!(
-        on_path,
-        "codex is not on PATH: install and log in to Codex first"
-    );
+    assert!(on_path, "{cli} is not on PATH: install it and log in first");
     let home = Home::new();
-    let manifest = home.write("murmur.yaml", CODEX);
+    let manifest = home.write("murmur.yaml", manifest);
     let run = Launch::start(&home, &manifest, &[]);
     let first = run.start_task("Answer with the single word: pong");
     let done = run.wait_task(&first, Duration::from_secs(180), |s| {
@@ -420,8 +371,27 @@ fn real_codex_one_task_and_one_cancel() {
     assert!(wait_until(LONG, || home.trace(&run.session).iter().any(
         |e| e["event_type"] == "harness_start" && e["task_id"] == busy.as_str()
     )));
+    let canceled_at = Instant::now();
     run.rpc("CancelTask", json!({"id": busy}));
     let exit = exit_of(&home, &run, &busy);
+    eprintln!(
+        "real {cli}: canceled in {:?}: {exit}",
+        canceled_at.elapsed()
+    );
     assert_eq!(exit["cause"], "canceled", "{exit}");
     assert_eq!(exit["killed"], false, "{exit}");
+}
+
+/// `cargo test --test presets -- --ignored` with a logged-in `claude` on PATH.
+#[test]
+#[ignore = "needs a logged-in claude on PATH: cargo test --test presets -- --ignored"]
+fn real_claude_code_one_task_and_one_cancel() {
+    real_cli_one_task_and_one_cancel("claude", MANIFEST);
+}
+
+/// `cargo test --test presets -- --ignored` with a logged-in `codex` on PATH.
+#[test]
+#[ignore = "needs a logged-in codex on PATH: cargo test --test presets -- --ignored"]
+fn real_codex_one_task_and_one_cancel() {
+    real_cli_one_task_and_one_cancel("codex", CODEX);
 }
