@@ -352,3 +352,36 @@ fn kill_9_of_mur_run_leaves_no_level_running() {
         .collect();
     assert!(left.is_empty(), "{left:?}");
 }
+
+#[test]
+fn mur_stop_on_a_sub_capsule_stops_it_and_its_own_and_leaves_the_rest() {
+    let home = Home::new();
+    let (run, task) = three_levels_working(&home);
+    let mid = running(&home)
+        .into_iter()
+        .find(|r| r["name"] == "mid")
+        .unwrap();
+    let (code, out, err) = home.run(&["stop", mid["session_id"].as_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.ends_with(&format!(
+            "stopped: {}\n",
+            mid["session_id"].as_str().unwrap()
+        )),
+        "{out}"
+    );
+    // The top capsule goes on; its delegation ended with the child, so its task fails.
+    let ended = run.wait_task(&task, LONG, |s| s == "TASK_STATE_FAILED");
+    assert_eq!(ended["status"]["state"], "TASK_STATE_FAILED", "{ended}");
+    assert!(
+        wait_until(LONG, || running(&home).len() == 1),
+        "mid and leaf are gone, top runs: {:?}",
+        running(&home)
+    );
+    assert!(!alive(mid["pid"].as_u64().unwrap() as u32));
+    let next = run.send("still serving", false);
+    assert_eq!(
+        next["result"]["task"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
+}
