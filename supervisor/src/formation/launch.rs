@@ -32,6 +32,8 @@ use crate::launch;
 use crate::records::{self, RunningCapsule};
 use crate::tokens::{self, Minted};
 
+/// How many unclaimed exits [`Exits`] keeps.
+const SEEN_KEPT: usize = 1024;
 /// The roster file in a formation member's session folder.
 pub const ROSTER: &str = "formation.json";
 /// How long the members have to become ready, all together.
@@ -410,6 +412,11 @@ impl Exits {
     fn drain(&mut self) {
         while let Ok((pid, code)) = self.rx.try_recv() {
             if self.route(pid, code) {
+                // Orphans reaped here (this process is a subreaper) are exits too: keep only
+                // the newest, so a launch that runs for weeks does not collect them all.
+                if self.seen.len() >= SEEN_KEPT {
+                    self.seen.remove(0);
+                }
                 self.seen.push((pid, code));
             }
         }
