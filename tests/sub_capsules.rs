@@ -385,3 +385,82 @@ fn mur_stop_on_a_sub_capsule_stops_it_and_its_own_and_leaves_the_rest() {
         "TASK_STATE_COMPLETED"
     );
 }
+
+#[test]
+fn a_completion_token_lives_in_a_private_file_never_in_the_environment() {
+    use std::os::unix::fs::PermissionsExt;
+    let home = Home::new();
+    home.write("d/child.yaml", &capsule("child", &[], ""));
+    let top = home.write(
+        "d/top.yaml",
+        &capsule(
+            "top",
+            &["child.yaml"],
+            "network:\n  authentication:\n    scheme: bearer\n",
+        ),
+    );
+    let run = Launch::start(&home, &top, &[]);
+    let (_, out, _) = home.run(&["token", &run.session]);
+    let operator = out
+        .lines()
+        .next()
+        .unwrap()
+        .strip_prefix("operator ")
+        .unwrap()
+        .to_owned();
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+        "params": message("@delegate child @sleep 120", true)});
+    let bearer = format!("Bearer {operator}");
+    let sent = http(
+        run.port,
+        "POST",
+        "/",
+        &[
+            ("Content-Type", "application/json"),
+            ("A2A-Version", "1.0"),
+            ("Authorization", &bearer),
+        ],
+        body.to_string().as_bytes(),
+    )
+    .json();
+    let task = sent["result"]["task"]["id"].as_str().unwrap().to_owned();
+    let mut child = Value::Null;
+    assert!(wait_until(LONG, || {
+        child = running(&home)
+            .into_iter()
+            .find(|r| r["name"] == "child")
+            .unwrap_or_default();
+        !child.is_null()
+    }));
+    let session = child["session_id"].as_str().unwrap();
+    let file = home.home.join("run").join(format!("{session}.completion"));
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let token = std::fs::read_to_string(&file).unwrap();
+    assert!(token.len() >= 32, "a minted token: {token:?}");
+    let environ = std::fs::read(format!("/proc/{}/environ", child["pid"])).unwrap();
+    assert!(
+        !String::from_utf8_lossy(&environ).contains(token.trim()),
+        "the token is not in the sub-capsule's environment"
+    );
+    // Canceling the delegating task ends the child, and its token file goes with it.
+    let canceled = http(
+        run.port,
+        "POST",
+        "/",
+        &[
+            ("Content-Type", "application/json"),
+            ("A2A-Version", "1.0"),
+            ("Authorization", &bearer),
+        ],
+        json!({"jsonrpc": "2.0", "id": 2, "method": "CancelTask", "params": {"id": task}})
+            .to_string()
+            .as_bytes(),
+    )
+    .json();
+    assert_eq!(canceled["result"]["status"]["state"], "TASK_STATE_CANCELED");
+    assert!(
+        wait_until(LONG, || !file.exists()),
+        "the token file is removed"
+    );
+}

@@ -12,6 +12,7 @@ use tokio::signal::unix::{signal, SignalKind};
 
 use crate::agent;
 use crate::auth::{TokenDigest, TokenTable};
+use crate::delegation::protocol::CompletionTarget;
 use crate::door::Door;
 use crate::harness::GRACE;
 use crate::ids::SessionId;
@@ -50,9 +51,26 @@ pub struct CapsuleConfig {
     /// Whether the supervisor's control socket is on `delegation::protocol::CONTROL_FD`.
     #[serde(default)]
     pub control: bool,
-    /// A sub-capsule's parent: where its launch task's completion goes. `None` otherwise.
+    /// A sub-capsule's parent: where its launch task's completion goes. `None` otherwise. Its
+    /// `token` is never here (this config travels in the environment): it is read from
+    /// `completion_token`, a 0600 file beside the sub-capsule's own token file.
     #[serde(default)]
     pub completion: Option<crate::delegation::protocol::CompletionTarget>,
+    #[serde(default)]
+    pub completion_token: Option<PathBuf>,
+}
+
+/// The completion target with its token, read from its file.
+fn completion_target(config: &CapsuleConfig) -> Result<Option<CompletionTarget>, String> {
+    let Some(mut target) = config.completion.clone() else {
+        return Ok(None);
+    };
+    if let Some(path) = &config.completion_token {
+        let token = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read the completion token {}: {e}", path.display()))?;
+        target.token = Some(token.trim().to_owned());
+    }
+    Ok(Some(target))
 }
 
 /// The launch's own task (`mur run --task`).
@@ -106,6 +124,13 @@ async fn run(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
         Ok(m) => m,
         Err(e) => {
             eprintln!("{e}");
+            return exit::CANNOT_START;
+        }
+    };
+    let completion = match completion_target(&config) {
+        Ok(c) => c,
+        Err(why) => {
+            eprintln!("error: {why}");
             return exit::CANNOT_START;
         }
     };
@@ -196,7 +221,7 @@ async fn run(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
         )
         .wired(wiring)
         .delegating(supervisor)
-        .completing_to(config.completion.clone()),
+        .completing_to(completion),
     );
     session.trace.event(TraceEvent::SessionStart {
         capsule: session.manifest.name.clone(),

@@ -126,7 +126,9 @@ pub fn running() -> Vec<RunningCapsule> {
         } else {
             // A launch that was killed outright left its record and tokens behind.
             let _ = fs::remove_file(tokens_path(&rec.session_id));
-            let _ = fs::remove_file(run_dir().join(format!("{}.wiring", rec.session_id)));
+            for kind in ["wiring", "completion"] {
+                let _ = fs::remove_file(run_dir().join(format!("{}.{kind}", rec.session_id)));
+            }
             let _ = fs::remove_file(&path);
         }
     }

@@ -34,6 +34,11 @@ pub struct Request {
     pub completion_token: Option<String>,
 }
 
+/// `run/<session>.completion`: a sub-capsule's completion token, beside its token file.
+pub fn completion_token_path(session: &str) -> PathBuf {
+    records::run_dir().join(format!("{session}.completion"))
+}
+
 /// `<capsule>-<16 hex>`: the child's folder name under `children/`.
 fn folder_name(capsule: &str) -> String {
     let mut bytes = [0u8; 8];
@@ -91,6 +96,16 @@ pub async fn start(service: &Arc<Service>, parent: &Parent, req: Request) -> Res
         delegation_id: req.delegation_id.clone(),
         token: req.completion_token,
     };
+    // The token travels in a 0600 file, never in the environment the config rides in.
+    let token_file = match &target.token {
+        Some(token) => {
+            let path = completion_token_path(&session);
+            records::write_private(&path, token.as_bytes())
+                .map_err(|e| format!("cannot write its completion token: {e}"))?;
+            Some(path)
+        }
+        None => None,
+    };
     let config = CapsuleConfig {
         manifest: manifest.path.clone(),
         session_id: session.clone(),
@@ -108,12 +123,17 @@ pub async fn start(service: &Arc<Service>, parent: &Parent, req: Request) -> Res
         run_dir: Some(records::run_dir()),
         wiring: None,
         control: true,
-        completion: Some(target.clone()),
+        completion: Some(CompletionTarget {
+            token: None,
+            ..target.clone()
+        }),
+        completion_token: token_file,
     };
     let mut process = match launch::spawn_capsule(&listener, &theirs, &config) {
         Ok(p) => p,
         Err(e) => {
             tokens::remove(&session);
+            let _ = std::fs::remove_file(completion_token_path(&session));
             return Err(e.to_string());
         }
     };

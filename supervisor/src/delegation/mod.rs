@@ -178,6 +178,7 @@ impl Service {
         if let Some(child) = removed {
             child.record.remove();
             tokens::remove(&child.session_id);
+            let _ = std::fs::remove_file(child::completion_token_path(&child.session_id));
             let _ = child.exited.send(Some(status));
             if died(status) {
                 tokio::spawn(report_death(child.completion, child.session_id, status));

@@ -270,6 +270,7 @@ fn write_credentials(
             wiring,
             control: false,
             completion: None,
+            completion_token: None,
         });
     }
     Ok(configs)
