@@ -267,7 +267,7 @@ fn a_held_request_ends_when_the_door_closes_or_the_client_leaves() {
         !gone.is_empty()
     }));
     drop(s);
-    let done = run.wait_task(&gone, SETTLE, |s| {
+    let done = run.wait_task(&gone, Duration::from_secs(30), |s| {
         s != "TASK_STATE_SUBMITTED" && s != "TASK_STATE_WORKING"
     });
     assert_eq!(

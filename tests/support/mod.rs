@@ -360,9 +360,14 @@ impl Launch {
             last = self.rpc("GetTask", json!({"id": id}))["result"].clone();
             last["status"]["state"].as_str().is_some_and(&f)
         });
+        // What still runs below `mur run` tells a harness that hangs from a capsule that does.
+        let running: Vec<String> = descendants(self.pid())
+            .into_iter()
+            .map(|p| format!("{p} {}", cmdline(p)))
+            .collect();
         assert!(
             ok,
-            "task {id} never reached the awaited state; last seen {last}"
+            "task {id} never reached the awaited state; last seen {last}; running: {running:?}"
         );
         last
     }
