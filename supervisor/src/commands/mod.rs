@@ -4,6 +4,7 @@ pub mod cancel;
 pub mod helpers;
 pub mod install;
 pub mod ps;
+pub mod render;
 pub mod run;
 pub mod stop;
 pub mod token;
