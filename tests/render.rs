@@ -977,6 +977,24 @@ fn the_containers_command_serves_the_member_from_the_rendered_files() {
     );
     assert_eq!(resp.status, 401, "{}", resp.text());
 
+    // Its harnesses come back to the door over loopback, not through the Service.
+    let resp = post(
+        front.port,
+        Some(&tokens["front"]["operator"]),
+        &[],
+        "SendMessage",
+        message("@env", false),
+    );
+    let answer = resp.json()["result"]["task"]["artifacts"][0]["parts"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let env: Value = serde_json::from_str(&answer).unwrap_or_else(|_| panic!("{answer}"));
+    assert_eq!(
+        env["MURMUR_DOOR_URL"],
+        format!("http://127.0.0.1:{}", front.port)
+    );
+
     // The wiring came from the mounted Secret file: the harness guide names the callee.
     let guide = home.root.join("container/var/lib/murmur/records/guide.md");
     assert!(wait_until(Duration::from_secs(5), || guide.exists()));

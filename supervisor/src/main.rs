@@ -334,11 +334,28 @@ fn serve_capsule_main(listen: &str) -> i32 {
             return CANNOT_START;
         }
     };
+    let mut config = config;
     if let Ok(addr) = listener.local_addr() {
         eprintln!("mur capsule: listening on {addr}");
+        // Its harnesses come back over loopback: the advertised URL (a Service) may not admit
+        // the pod itself.
+        if config.harness_url.is_none() {
+            config.harness_url = Some(inside_url(addr));
+        }
     }
     std::env::remove_var(capsule::runtime::CONFIG_ENV);
     capsule::runtime::main(config, listener)
+}
+
+/// `http://` + the listener's address, a wildcard one as its loopback.
+fn inside_url(addr: std::net::SocketAddr) -> String {
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+    let ip = match addr.ip() {
+        IpAddr::V4(ip) if ip.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        IpAddr::V6(ip) if ip.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
+        ip => ip,
+    };
+    format!("http://{}", std::net::SocketAddr::new(ip, addr.port()))
 }
 
 /// The capsule process: its config from the environment, its listener on the inherited fd.

@@ -55,6 +55,7 @@ pub fn capsule_config(layout: &Layout, i: usize, minted: &[Minted]) -> CapsuleCo
         control: false,
         completion: None,
         completion_token: None,
+        harness_url: None,
     }
 }
 
