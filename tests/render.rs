@@ -6,18 +6,23 @@
 //! here from the rendered ConfigMap and Secret, serves its card and a task with the rendered
 //! token — one code path with `mur run`.
 
+#[path = "render/container.rs"]
+mod container;
+#[path = "render/netpol.rs"]
+mod netpol;
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use support::{http, message, mur_bin, repo_root, request, wait_until, Fixture, Home};
+use container::{post, start_container};
+use netpol::{allows, member_pod, Pod};
+use support::{http, message, repo_root, wait_until, Fixture, Home};
 
 /// The Kubernetes release the objects are validated against (kubernetes-validate's schemas).
 const KUBERNETES: &str = "1.37.0";
@@ -168,7 +173,7 @@ fn every_shipped_formation_renders_objects_the_kubernetes_schemas_accept() {
             }
             check_deployment(named(&objects, "Deployment", &object), &object);
         }
-        let file = home.write(&format!("{name}.yaml"), &support_yaml(&objects));
+        let file = home.write(&format!("{name}.yaml"), &as_yaml(&objects));
         let report = validate(&file);
         let passed = report.matches(" passed for resource ").count();
         assert_eq!(passed, objects.len(), "{name}: {report}");
@@ -213,105 +218,7 @@ fn check_deployment(d: &Value, object: &str) {
     );
 }
 
-// ---- NetworkPolicies, evaluated as a cluster evaluates them ----
-
-/// A pod, by its labels and its namespace's.
-struct Pod {
-    labels: Value,
-    namespace: &'static str,
-}
-
-fn matches(selector: &Value, labels: &Value) -> bool {
-    assert!(
-        selector.get("matchExpressions").is_none(),
-        "this evaluator reads matchLabels only: {selector}"
-    );
-    selector
-        .get("matchLabels")
-        .and_then(Value::as_object)
-        .map(|want| want.iter().all(|(k, v)| labels.get(k) == Some(v)))
-        .unwrap_or(true)
-}
-
-/// Whether one `from` / `to` peer of a policy in [`NAMESPACE`] takes in `pod`.
-fn peer_takes(peer: &Value, pod: &Pod) -> bool {
-    if let Some(block) = peer.get("ipBlock") {
-        // Pod addresses are unknown here: only an everything-block could take one in.
-        let cidr = block["cidr"].as_str().unwrap();
-        return cidr.ends_with("/0");
-    }
-    let namespace_ok = match peer.get("namespaceSelector") {
-        None => pod.namespace == NAMESPACE,
-        Some(sel) => matches(sel, &json!({"kubernetes.io/metadata.name": pod.namespace})),
-    };
-    let pod_ok = match peer.get("podSelector") {
-        None => true,
-        Some(sel) => matches(sel, &pod.labels),
-    };
-    namespace_ok && pod_ok
-}
-
-fn port_open(rule: &Value, protocol: &str, port: u64) -> bool {
-    match rule.get("ports").and_then(Value::as_array) {
-        None => true,
-        Some(ports) => ports.iter().any(|p| {
-            p.get("protocol").and_then(Value::as_str).unwrap_or("TCP") == protocol
-                && p.get("port").is_none_or(|v| v.as_u64() == Some(port))
-        }),
-    }
-}
-
-/// Whether the policies let `from` reach `to` on `protocol`/`port`, in one direction's terms:
-/// `Ingress` (policies selecting `to`) or `Egress` (policies selecting `from`).
-fn allows(
-    policies: &[&Value],
-    direction: &str,
-    from: &Pod,
-    to: &Pod,
-    protocol: &str,
-    port: u64,
-) -> bool {
-    let (subject, other, rules_key, peers_key) = match direction {
-        "Ingress" => (to, from, "ingress", "from"),
-        _ => (from, to, "egress", "to"),
-    };
-    let selecting: Vec<&&Value> = policies
-        .iter()
-        .filter(|p| {
-            subject.namespace == NAMESPACE && matches(&p["spec"]["podSelector"], &subject.labels)
-        })
-        .filter(|p| {
-            p["spec"]["policyTypes"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .any(|t| t == direction)
-        })
-        .collect();
-    if selecting.is_empty() {
-        return true; // not isolated in this direction
-    }
-    selecting.iter().any(|p| {
-        p["spec"][rules_key]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .any(|rule| {
-                let peers_ok = match rule.get(peers_key).and_then(Value::as_array) {
-                    None => true,
-                    Some(peers) => peers.iter().any(|peer| peer_takes(peer, other)),
-                };
-                peers_ok && port_open(rule, protocol, port)
-            })
-    })
-}
-
-fn member_pod(formation: &str, member: &str) -> Pod {
-    Pod {
-        labels: json!({"murmur.dev/formation": formation, "murmur.dev/member": member}),
-        namespace: NAMESPACE,
-    }
-}
+// ---- NetworkPolicies ----
 
 /// For every ordered pair of members (itself included), the rendered policies allow ingress
 /// and egress exactly along the formation's `calls`; a client pod reaches the entry and nothing
@@ -445,11 +352,11 @@ fn allow_list_addresses_become_ip_blocks_and_host_names_are_named_as_not_rendere
         &json!({"to": [{"ipBlock": {"cidr": "10.20.30.40/32"}}], "ports": [{"protocol": "TCP", "port": 443}]})
     );
     assert_eq!(egress.len(), 2, "DNS and the one address: {egress:?}");
-    let file = home.write("net.yaml", &support_yaml(&objects));
+    let file = home.write("net.yaml", &as_yaml(&objects));
     validate(&file);
 }
 
-fn support_yaml(objects: &[Value]) -> String {
+fn as_yaml(objects: &[Value]) -> String {
     objects
         .iter()
         .map(|o| format!("---\n{}", serde_yaml::to_string(o).unwrap()))
@@ -782,132 +689,6 @@ fn token_kubernetes_explains_how_to_read_the_entrys_token_with_kubectl() {
 }
 
 // ---- One code path: the container's command, run here ----
-
-/// The rendered container of `object`, started here as the cluster would start it: its args
-/// (the listen address made 127.0.0.1:0), its env, and the ConfigMap and Secret files at the
-/// container paths translated to folders under `root`.
-struct Container {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for Container {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_container(home: &Home, objects: &[Value], object: &str) -> Container {
-    let root = home.root.join("container");
-    let mount = |path: &str| root.join(path.trim_start_matches('/'));
-    let deployment = named(objects, "Deployment", object);
-    let pod = &deployment["spec"]["template"]["spec"];
-    let c = &pod["containers"][0];
-    let config_map = named(objects, "ConfigMap", object);
-    let secret = named(objects, "Secret", object);
-    // The volumes, as the kubelet would lay them out.
-    for m in c["volumeMounts"].as_array().unwrap() {
-        let dir = mount(m["mountPath"].as_str().unwrap());
-        std::fs::create_dir_all(&dir).unwrap();
-        let volume = pod["volumes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|v| v["name"] == m["name"])
-            .unwrap();
-        if volume.get("configMap").is_some() {
-            for (k, v) in config_map["data"].as_object().unwrap() {
-                std::fs::write(dir.join(k), v.as_str().unwrap()).unwrap();
-            }
-        }
-        if let Some(s) = volume.get("secret") {
-            for item in s["items"].as_array().unwrap() {
-                let key = item["key"].as_str().unwrap();
-                let text = secret["stringData"][key].as_str().unwrap();
-                std::fs::write(dir.join(item["path"].as_str().unwrap()), text).unwrap();
-            }
-        }
-    }
-    // The config, its container paths translated to the folders above; mur is this build's.
-    let mut config: Value =
-        serde_json::from_str(config_map["data"]["capsule.json"].as_str().unwrap()).unwrap();
-    for key in ["manifest", "records_dir", "workdir", "run_dir", "wiring"] {
-        let p = config[key].as_str().unwrap().to_owned();
-        config[key] = json!(mount(&p));
-    }
-    config["mur_exe"] = json!(mur_bin());
-    let mut args: Vec<String> = c["args"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|a| a.as_str().unwrap().to_owned())
-        .collect();
-    assert_eq!(args[..2], ["capsule", "--listen"]);
-    args[2] = "127.0.0.1:0".into();
-    let mut cmd = Command::new(mur_bin());
-    cmd.args(&args)
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap());
-    for e in c["env"].as_array().unwrap() {
-        let name = e["name"].as_str().unwrap();
-        let value = match e.get("value") {
-            Some(v) => v.as_str().unwrap().to_owned(),
-            None => {
-                assert_eq!(e["valueFrom"]["configMapKeyRef"]["key"], "capsule.json");
-                config.to_string()
-            }
-        };
-        let value = match value.starts_with('/') && name != "MURMUR_CAPSULE_CONFIG" {
-            true => mount(&value).display().to_string(),
-            false => value,
-        };
-        cmd.env(name, value);
-    }
-    let mut child = cmd
-        .current_dir(&home.work)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    err.read_line(&mut line).unwrap();
-    let port = line
-        .trim()
-        .strip_prefix("mur capsule: listening on 127.0.0.1:")
-        .unwrap_or_else(|| panic!("mur capsule said: {line}"))
-        .parse()
-        .unwrap();
-    std::thread::spawn(move || {
-        let mut rest = String::new();
-        let _ = std::io::Read::read_to_string(&mut err, &mut rest);
-    });
-    Container { child, port }
-}
-
-fn post(
-    port: u16,
-    token: Option<&str>,
-    extra: &[(&str, &str)],
-    method: &str,
-    params: Value,
-) -> support::Resp {
-    let bearer = token.map(|t| format!("Bearer {t}"));
-    let mut headers = vec![("Content-Type", "application/json"), ("A2A-Version", "1.0")];
-    if let Some(b) = &bearer {
-        headers.push(("Authorization", b));
-    }
-    headers.extend_from_slice(extra);
-    http(
-        port,
-        "POST",
-        "/",
-        &headers,
-        request(json!(1), method, params).as_bytes(),
-    )
-}
 
 #[test]
 fn the_containers_command_serves_the_member_from_the_rendered_files() {

@@ -321,11 +321,13 @@ fn serve_capsule_main(listen: &str) -> i32 {
         );
         return CANNOT_START;
     };
-    for dir in [&config.records_dir, &config.workdir] {
-        if let Err(e) = capsule::private::create_dir_all(dir) {
-            eprintln!("error: cannot make {}: {e}", dir.display());
-            return CANNOT_START;
-        }
+    // Records are private (0700); a work folder that exists is left as it is.
+    let made = capsule::private::create_dir_all(&config.records_dir)
+        .map_err(|e| (&config.records_dir, e))
+        .and_then(|_| std::fs::create_dir_all(&config.workdir).map_err(|e| (&config.workdir, e)));
+    if let Err((dir, e)) = made {
+        eprintln!("error: cannot make {}: {e}", dir.display());
+        return CANNOT_START;
     }
     let listener = match std::net::TcpListener::bind(listen) {
         Ok(l) => l,

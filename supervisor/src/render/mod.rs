@@ -136,8 +136,8 @@ pub fn kubernetes(path: &Path, opts: &Options) -> CliResult<Vec<Object>> {
     Ok(out)
 }
 
-/// The name every object of the formation's entry member carries, and its namespace-less
-/// Secret key for the operator token: what `mur token --kubernetes` points at.
+/// The name every object of the formation's entry member carries (its Secret's among them):
+/// what `mur token --kubernetes` points at.
 pub fn entry_object(path: &Path, namespace: &str) -> CliResult<String> {
     let (plan, formation) = plan(path)?;
     let layout = names::Layout::of(&plan, &formation, namespace)?;
