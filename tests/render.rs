@@ -595,6 +595,16 @@ fn refusals_name_what_was_wrong() {
         "error[E-RND-002]: --namespace \"Team_A\" is not a Kubernetes namespace name\n  hint: use lowercase letters, digits and '-', starting and ending with a letter or digit, at most 63 characters\n"
     );
 
+    let file = home.write("a-file", "");
+    assert_eq!(
+        refused(&home, &["render", "--target", "kubernetes", split, "--out", file.to_str().unwrap()]),
+        format!("error[E-RND-004]: cannot write {}: File exists (os error 17)\n  hint: pass --out a folder you can write, or leave it out to print to stdout\n", file.display())
+    );
+    assert_eq!(
+        refused(&home, &["render", "--target", "kubernetes", split, "--secrets-from", missing.to_str().unwrap()]),
+        format!("error[E-RND-003]: --secrets-from {}: No such file or directory (os error 2)\n  hint: pass a YAML file (or a folder of them) that `mur render` or `kubectl get secret -o yaml` wrote\n", missing.display())
+    );
+
     // Delegation needs a supervisor beside the parent: refused, naming the member.
     home.write(
         "deleg/child.yaml",
@@ -648,6 +658,39 @@ fn refusals_name_what_was_wrong() {
     assert_eq!(
         refused(&home, &["render", "--target", "kubernetes", clash.to_str().unwrap()]),
         "error[E-RND-002]: members a_b and a-b both become \"clash-a-b\" in Kubernetes\n  hint: rename one of them: names that differ only in case or '_' against '-' collide\n"
+    );
+}
+
+#[test]
+fn mur_capsule_says_where_its_config_comes_from_and_which_address_it_could_not_take() {
+    let home = Home::new();
+    let (code, out, err) = mur(&home, &["capsule", "--listen", "127.0.0.1:0"]);
+    assert_eq!((code, out.as_str()), (2, ""));
+    assert_eq!(
+        err,
+        "error: mur capsule reads its capsule config (JSON) from MURMUR_CAPSULE_CONFIG: it is unset or unreadable\n  hint: `mur render --target kubernetes` puts it in each member's ConfigMap; to run a manifest here use `mur run`\n"
+    );
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = taken.local_addr().unwrap().to_string();
+    let config = json!({
+        "manifest": home.root.join("absent.yaml"),
+        "session_id": "ses_01a22d3838da77f9bbbcb7c030013286",
+        "records_dir": home.root.join("records"),
+        "workdir": home.work,
+        "url": "http://localhost:1",
+        "mur_exe": support::mur_bin(),
+        "launch": null,
+    });
+    let out = home
+        .mur()
+        .args(["capsule", "--listen", &address])
+        .env("MURMUR_CAPSULE_CONFIG", config.to_string())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!("error: mur capsule cannot listen on {address}: Address already in use (os error 98)\n  hint: pass --listen HOST:PORT with a free port\n")
     );
 }
 

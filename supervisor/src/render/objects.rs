@@ -183,7 +183,7 @@ fn container(port: u16, object: &str, image: &str) -> Value {
             },
             // A restricted pod gets no unprivileged user namespaces (docs/containment.md).
             { "name": containment::ENV, "value": "fallback" },
-            { "name": "HOME", "value": format!("{STATE_DIR}/home") },
+            { "name": "HOME", "value": STATE_DIR },
             { "name": "TMPDIR", "value": "/tmp" },
         ],
         "ports": [{ "name": "door", "containerPort": port, "protocol": "TCP" }],
