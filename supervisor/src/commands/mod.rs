@@ -1,6 +1,7 @@
 //! One file per `mur` command.
 
 pub mod cancel;
+pub mod capsule;
 pub mod helpers;
 pub mod install;
 pub mod ps;
