@@ -651,6 +651,22 @@ fn refusals_name_what_was_wrong() {
     assert_eq!(by_render, by_run);
 
     // Names Kubernetes cannot take are refused, not bent.
+    let deny = home.write(
+        "deny/formation.yaml",
+        "formation:\n  name: deny\n  version: \"0.1.0\"\n  entry: default-deny\n  members:\n    default-deny:\n      manifest: ../deleg/child.yaml\n",
+    );
+    assert_eq!(
+        refused(&home, &["render", "--target", "kubernetes", deny.to_str().unwrap()]),
+        "error[E-RND-002]: member default-deny: \"deny-default-deny\" is the name of the formation's default-deny NetworkPolicy\n  hint: rename the member\n"
+    );
+    let long = home.write(
+        "long/formation.yaml",
+        &format!("formation:\n  name: long\n  version: \"0.1.0\"\n  entry: {m}\n  members:\n    {m}:\n      manifest: ../deleg/child.yaml\n", m = "m".repeat(60)),
+    );
+    assert_eq!(
+        refused(&home, &["render", "--target", "kubernetes", long.to_str().unwrap()]),
+        format!("error[E-RND-002]: member {m}: \"long-{m}\" cannot name a Kubernetes Service\n  hint: name the formation and its members with letters, digits, '-' and '_', starting with a letter, together at most 62 characters\n", m = "m".repeat(60))
+    );
     let clash = home.write(
         "clash/formation.yaml",
         "formation:\n  name: clash\n  version: \"0.1.0\"\n  entry: a_b\n  members:\n    a_b:\n      manifest: ../deleg/child.yaml\n    a-b:\n      manifest: ../deleg/child.yaml\n",

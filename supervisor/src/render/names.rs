@@ -12,6 +12,9 @@ use crate::formation::Plan;
 /// pod, so they can all share it.
 pub const DEFAULT_PORT: u16 = 8080;
 
+/// `<formation>-default-deny` names the formation's own NetworkPolicy, so no member may.
+pub const DEFAULT_DENY: &str = "default-deny";
+
 /// Label keys (docs/kubernetes.md).
 pub const FORMATION_LABEL: &str = "murmur.dev/formation";
 pub const MEMBER_LABEL: &str = "murmur.dev/member";
@@ -61,6 +64,13 @@ impl Layout {
                     Code::RenderRefused,
                     format!("member {}: {object:?} cannot name a Kubernetes Service", m.name),
                     "name the formation and its members with letters, digits, '-' and '_', starting with a letter, together at most 62 characters",
+                ));
+            }
+            if label == DEFAULT_DENY {
+                return Err(CliError::new(
+                    Code::RenderRefused,
+                    format!("member {}: {object:?} is the name of the formation's default-deny NetworkPolicy", m.name),
+                    "rename the member",
                 ));
             }
             if let Some(other) = seen.insert(label.clone(), &m.name) {

@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 
 use capsule::policy::Entry;
 
-use super::names::{Layout, CLIENT_LABEL, FORMATION_LABEL};
+use super::names::{Layout, CLIENT_LABEL, DEFAULT_DENY, FORMATION_LABEL};
 use crate::formation::Plan;
 
 /// Names the allow-list hosts a member's policy could not render.
@@ -28,7 +28,7 @@ pub fn default_deny(layout: &Layout) -> Value {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
         "metadata": {
-            "name": format!("{}-default-deny", layout.formation),
+            "name": format!("{}-{DEFAULT_DENY}", layout.formation),
             "namespace": layout.namespace,
             "labels": { FORMATION_LABEL: layout.formation },
         },
