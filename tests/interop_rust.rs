@@ -271,7 +271,12 @@ fn the_official_rust_cli_authenticates_sends_streams_subscribes_lists_and_cancel
     seen["subscribeEnded"] = cli.refused(Some(token), &["task", "subscribe", &id]);
     seen["unknown"] = cli.refused(Some(token), &["task", "get", UNKNOWN]);
 
-    let card = cli.json(token, &["card", "get", "--extended"]);
+    // The public card, and the extended one, against the A2A JSON schema a2acli vendors: a card
+    // that breaks it is refused (A2ACLI_ERR_CARD_INVALID), every violation listed.
+    let public = cli.json(token, &["card", "get", "--validate"]);
+    assert_eq!(public["name"], "interop");
+    assert_eq!(public["capabilities"]["extendedAgentCard"], true);
+    let card = cli.json(token, &["card", "get", "--extended", "--validate"]);
     let extensions = card["capabilities"]["extensions"]
         .as_array()
         .cloned()
