@@ -1,41 +1,149 @@
 #!/usr/bin/env python3
-"""Installs what the tests need beyond Rust: the official A2A Python SDK, for the interop test.
+"""Installs what the tests need beyond Rust: the official A2A clients the interop tests drive,
+and kubernetes-validate for the render tests.
 
-Idempotent: does nothing when the pinned version is already importable.
+Each client is pinned to an exact version and installed idempotently (nothing happens when the
+pinned version is already there), so a repeated run is fast:
+
+- the Python SDK `a2a-sdk`, with pip, for this interpreter (tests/interop.rs);
+- the JavaScript SDK `@a2a-js/sdk`, with `npm ci` from tests/interop/js/package-lock.json, into
+  target/interop-clients/js (tests/interop_js.rs);
+- the Rust CLI `a2acli` (crate `a2a-cli`), with `cargo install --locked` and its TLS features
+  off, into target/interop-clients/a2acli (tests/interop_rust.rs). It builds in a few minutes,
+  which is why it is built here, before `cargo test`, and not inside a test's time.
+
+A client that cannot be installed (no registry, no node, a failed build) does not stop the run:
+its reason is written to target/interop-clients/<client>.unavailable and printed, and its test
+then fails under CI=true or skips with that reason otherwise (docs/interop.md). A successful
+install removes the file.
 """
+import json
+import os
+import shutil
 import subprocess
 import sys
+import time
+from pathlib import Path
 
-PINNED = "a2a-sdk==1.3.0"
+ROOT = Path(__file__).resolve().parent.parent
+CLIENTS = Path(os.environ.get("MURMUR_INTEROP_CLIENTS", ROOT / "target" / "interop-clients"))
+
+PY_SDK = ("a2a-sdk", "1.3.0")
+JS_SDK = ("@a2a-js/sdk", "1.3.0")
+A2ACLI = ("a2a-cli", "0.4.5")
 
 
-def installed() -> bool:
+def unavailable(client: str, why: str) -> None:
+    """Records (and says loudly) why a client could not be installed."""
+    CLIENTS.mkdir(parents=True, exist_ok=True)
+    (CLIENTS / f"{client}.unavailable").write_text(why.strip() + "\n")
+    print(f"setup_test_deps: {client} could not be installed: {why.strip()}", file=sys.stderr)
+
+
+def available(client: str, started: float, installed: bool) -> None:
+    (CLIENTS / f"{client}.unavailable").unlink(missing_ok=True)
+    if installed:
+        print(f"setup_test_deps: installed {client} in {time.monotonic() - started:.0f} s", file=sys.stderr)
+
+
+def run(cmd: list, **kw) -> str:
+    """Runs a command; answers "" on success, else the command and its last output lines."""
+    try:
+        out = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
+    except OSError as e:
+        return f"`{cmd[0]}` cannot be run: {e}"
+    if out.returncode == 0:
+        return ""
+    tail = "\n".join(out.stdout.strip().splitlines()[-15:])
+    return f"`{' '.join(map(str, cmd))}` exited {out.returncode}:\n{tail}"
+
+
+def python_sdk_installed() -> bool:
     try:
         from importlib.metadata import version
-        return version("a2a-sdk") == PINNED.split("==")[1]
+        return version(PY_SDK[0]) == PY_SDK[1]
     except Exception:
         return False
 
 
-if not installed():
-    subprocess.check_call([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", PINNED])
+def install_python_sdk() -> None:
+    """The official Python SDK, into this interpreter's site-packages."""
+    started = time.monotonic()
+    if python_sdk_installed():
+        return available("a2a-sdk", started, False)
+    why = run([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+               f"{PY_SDK[0]}=={PY_SDK[1]}"])
+    if why:
+        return unavailable("a2a-sdk", why)
+    available("a2a-sdk", started, True)
 
 
-# --- kubernetes-validate, for tests/render.rs (Kubernetes OpenAPI schemas of the rendered objects) ---
-KUBERNETES_VALIDATE = "kubernetes-validate==1.37.0"
+def install_js_sdk() -> None:
+    """The official JavaScript SDK, from the committed lock file, into CLIENTS/js."""
+    started = time.monotonic()
+    dest = CLIENTS / "js"
+    source = ROOT / "tests" / "interop" / "js"
+    manifest = dest / "node_modules" / "@a2a-js" / "sdk" / "package.json"
+    lock = source / "package-lock.json"
+    try:
+        if (manifest.exists() and json.loads(manifest.read_text())["version"] == JS_SDK[1]
+                and (dest / "package-lock.json").read_bytes() == lock.read_bytes()):
+            return available("a2a-js-sdk", started, False)
+    except (OSError, ValueError, KeyError):
+        pass
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        return unavailable("a2a-js-sdk", "node and npm are not on PATH (install Node.js 20 or newer)")
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in ("package.json", "package-lock.json"):
+        shutil.copyfile(source / name, dest / name)
+    why = run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=dest)
+    if why:
+        return unavailable("a2a-js-sdk", why)
+    available("a2a-js-sdk", started, True)
+
+
+def install_a2acli() -> None:
+    """The official Rust CLI, built without TLS (the doors are plain HTTP), into CLIENTS/a2acli."""
+    started = time.monotonic()
+    root = CLIENTS / "a2acli"
+    binary = root / "bin" / "a2acli"
+    try:
+        probe = subprocess.run([binary, "--version"], stdout=subprocess.PIPE, text=True)
+        if probe.returncode == 0 and probe.stdout.split() == ["a2acli", A2ACLI[1]]:
+            return available("a2acli", started, False)
+    except OSError:
+        pass
+    print(f"setup_test_deps: building a2acli {A2ACLI[1]} (a few minutes, once)", file=sys.stderr)
+    # An unoptimised build without debug info: half the release build's time on two cores,
+    # and the tests only run the CLI a few dozen times.
+    env = dict(os.environ, CARGO_PROFILE_DEV_DEBUG="0")
+    why = run(["cargo", "install", "--quiet", "--locked", "--debug", "--no-default-features",
+               "--version", A2ACLI[1], "--root", root, A2ACLI[0]], env=env)
+    if why:
+        return unavailable("a2acli", why)
+    available("a2acli", started, True)
+
+
+# kubernetes-validate checks the objects `mur render` writes against Kubernetes's OpenAPI
+# schemas (tests/render.rs). The render test fails, naming this script, when it is missing.
+KUBERNETES_VALIDATE = ("kubernetes-validate", "1.37.0")
 
 
 def install_kubernetes_validate() -> None:
-    """Installs the pinned kubernetes-validate unless it is already importable at that version."""
+    """The pinned kubernetes-validate, into this interpreter's site-packages."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:
-        if version("kubernetes-validate") == KUBERNETES_VALIDATE.split("==")[1]:
+        if version(KUBERNETES_VALIDATE[0]) == KUBERNETES_VALIDATE[1]:
             return
     except PackageNotFoundError:
         pass
     subprocess.check_call([sys.executable, "-m", "pip", "install", "--quiet",
-                           "--disable-pip-version-check", KUBERNETES_VALIDATE])
+                           "--disable-pip-version-check", "==".join(KUBERNETES_VALIDATE)])
 
 
-install_kubernetes_validate()
+if __name__ == "__main__":
+    install_python_sdk()
+    install_js_sdk()
+    install_a2acli()
+    install_kubernetes_validate()
