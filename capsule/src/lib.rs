@@ -13,6 +13,7 @@ pub mod errands;
 pub mod harness;
 pub mod ids;
 pub mod manifest;
+pub mod operations;
 pub mod peers;
 pub mod policy;
 pub mod private;
