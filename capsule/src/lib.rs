@@ -12,6 +12,7 @@ pub mod door;
 pub mod errands;
 pub mod harness;
 pub mod ids;
+pub mod inference;
 pub mod manifest;
 pub mod operations;
 pub mod peers;
