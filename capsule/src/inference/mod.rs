@@ -6,6 +6,7 @@
 
 mod anthropic;
 mod client;
+pub mod conversation;
 mod error;
 mod openai;
 mod retry;

@@ -188,6 +188,9 @@ pub struct Inference {
     pub max_turns: u32,
     /// `max_tokens`: default 8192, at least 1.
     pub max_tokens: u32,
+    /// `max_total_tokens`: the spend ceiling of an http capsule's task — input and output
+    /// tokens the provider reported, summed over the task's calls. `None` (absent): no ceiling.
+    pub max_total_tokens: Option<u64>,
 }
 
 /// `inference.transport`.

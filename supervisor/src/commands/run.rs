@@ -28,11 +28,13 @@ pub(crate) fn check_runnable(m: &Manifest) -> CliResult<()> {
         return Ok(());
     }
     if m.inference.transport == Transport::Http {
-        return Err(CliError::new(
-            Code::NotAvailable,
-            format!("{}: inference.transport: http is not available in this release", m.path.display()),
-            "run the capsule on inference.transport: process with a process driver (see manifests/worker.yaml)",
-        ));
+        return capsule::runtime::http_agent(m).map(|_| ()).map_err(|why| {
+            CliError::new(
+                Code::NotAvailable,
+                format!("{}: {why}", m.path.display()),
+                "give the http driver's artifact a gateway with an https:// endpoint (plain http:// only to 127.0.0.1 or localhost)",
+            )
+        });
     }
     if capsule::harness::driver_of(m).is_none() {
         return Err(CliError::new(
@@ -50,7 +52,10 @@ fn contain(plan: &Plan) -> CliResult<Option<Containment>> {
     let runs_tasks = plan
         .members
         .iter()
-        .any(|m| m.manifest.lifecycle.task_acceptance != TaskAcceptance::None);
+        .any(|m| {
+            m.manifest.lifecycle.task_acceptance != TaskAcceptance::None
+                && m.manifest.inference.transport == Transport::Process
+        });
     if !runs_tasks {
         return Ok(None);
     }
