@@ -277,7 +277,10 @@ fn worker_of(m: &manifest::Manifest, config: &CapsuleConfig) -> Result<agent::Wo
         return http_agent(m).map(agent::Worker::Http);
     }
     let driver = crate::harness::driver_of(m).ok_or_else(|| {
-        format!("{} names no process driver this capsule can run", m.path.display())
+        format!(
+            "{} names no process driver this capsule can run",
+            m.path.display()
+        )
     })?;
     Ok(agent::Worker::Harness(driver, contain(config)?))
 }
@@ -290,7 +293,10 @@ pub fn http_agent(m: &manifest::Manifest) -> Result<agent::HttpAgent, String> {
         .and_then(crate::inference::Provider::of);
     let (Some(provider), Some(gateway)) = (provider, artifact.and_then(|a| a.gateway.as_ref()))
     else {
-        return Err(format!("{} names no built-in http driver with a gateway", m.path.display()));
+        return Err(format!(
+            "{} names no built-in http driver with a gateway",
+            m.path.display()
+        ));
     };
     let endpoint = crate::inference::Endpoint::parse(&gateway.endpoint, gateway.api_key.as_deref())
         .map_err(|e| e.0)?;

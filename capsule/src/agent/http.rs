@@ -143,9 +143,16 @@ pub async fn run(
             }
             for c in &reply.tool_calls {
                 let input = serde_json::from_str(&c.arguments).unwrap_or_else(|_| json!({}));
-                said.push(Block::ToolUse { id: c.id.clone(), name: c.name.clone(), input });
+                said.push(Block::ToolUse {
+                    id: c.id.clone(),
+                    name: c.name.clone(),
+                    input,
+                });
             }
-            history.push(Msg { role: Role::Assistant, blocks: said });
+            history.push(Msg {
+                role: Role::Assistant,
+                blocks: said,
+            });
             let mut results = Vec::new();
             for c in &reply.tool_calls {
                 let answered = tokio::select! {
@@ -165,7 +172,10 @@ pub async fn run(
                     None => {}
                 }
             }
-            history.push(Msg { role: Role::User, blocks: results });
+            history.push(Msg {
+                role: Role::User,
+                blocks: results,
+            });
             if last {
                 return (Ending::Failed(Cause::TurnsExhausted(m.max_turns)), turn);
             }
@@ -184,20 +194,32 @@ pub async fn run(
             (Stop::MaxTokens, false) if !last => {
                 cut_empty = 0;
                 answer.push_str(&reply.text);
-                history.push(Msg { role: Role::Assistant, blocks: vec![Block::Text(reply.text)] });
-                history.push(Msg { role: Role::User, blocks: vec![Block::Text(GO_ON.into())] });
+                history.push(Msg {
+                    role: Role::Assistant,
+                    blocks: vec![Block::Text(reply.text)],
+                });
+                history.push(Msg {
+                    role: Role::User,
+                    blocks: vec![Block::Text(GO_ON.into())],
+                });
             }
             (_, true) if answer.is_empty() => return (Ending::Failed(Cause::NoText), turn),
             // A finished reply, or one cut on the last allowed turn: the answer either way.
             _ => {
                 answer.push_str(&reply.text);
-                history.push(Msg { role: Role::Assistant, blocks: vec![Block::Text(reply.text)] });
+                history.push(Msg {
+                    role: Role::Assistant,
+                    blocks: vec![Block::Text(reply.text)],
+                });
                 session.conversations.keep(context_id, history);
                 return (Ending::Answer(answer), turn);
             }
         }
     }
-    (Ending::Failed(Cause::TurnsExhausted(m.max_turns)), m.max_turns)
+    (
+        Ending::Failed(Cause::TurnsExhausted(m.max_turns)),
+        m.max_turns,
+    )
 }
 
 /// The task's text, then its images in part order.
@@ -212,7 +234,10 @@ fn first_message(input: &TaskInput) -> Msg {
             base64: base64::engine::general_purpose::STANDARD.encode(bytes),
         });
     }
-    Msg { role: Role::User, blocks }
+    Msg {
+        role: Role::User,
+        blocks,
+    }
 }
 
 fn stop_word(stop: &Stop) -> String {
@@ -255,7 +280,12 @@ struct Frames<'a> {
 
 impl<'a> Frames<'a> {
     fn new(session: &'a Session, task: &'a TaskId, context: &'a str, turn: u32) -> Self {
-        Frames { session, task: task.as_str(), context, turn }
+        Frames {
+            session,
+            task: task.as_str(),
+            context,
+            turn,
+        }
     }
 
     fn send(&mut self, d: Delta<'_>) {

@@ -13,13 +13,13 @@ use std::time::Instant;
 pub use guide::write_guide;
 
 use crate::harness::{self, Attempt, Driver, Ending};
-pub use http::HttpAgent;
 use crate::ids::TaskId;
 use crate::manifest::AfterTask;
 use crate::process::Containment;
 use crate::session::Session;
 use crate::tasks::{Outcome, Started, Viewer};
 use crate::trace::{EndStatus, Ran, RequestedBy, TraceEvent};
+pub use http::HttpAgent;
 
 const KILLED: &str = "task canceled; the harness was killed and its session may not resume cleanly";
 

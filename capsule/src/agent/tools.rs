@@ -102,10 +102,15 @@ fn refused(r: Refusal) -> Answered {
 
 /// Runs the tool `name` with the model's `arguments` (JSON text) for `task`.
 pub async fn run(session: &Arc<Session>, task: &TaskId, name: &str, arguments: &str) -> Answered {
-    let args: Map<String, Value> = match serde_json::from_str::<Value>(if arguments.trim().is_empty() { "{}" } else { arguments }) {
-        Ok(Value::Object(m)) => m,
-        _ => return err(format!("the arguments of {name} must be a JSON object")),
-    };
+    let args: Map<String, Value> =
+        match serde_json::from_str::<Value>(if arguments.trim().is_empty() {
+            "{}"
+        } else {
+            arguments
+        }) {
+            Ok(Value::Object(m)) => m,
+            _ => return err(format!("the arguments of {name} must be a JSON object")),
+        };
     let text = |key: &str| {
         args.get(key)
             .and_then(Value::as_str)

@@ -87,9 +87,8 @@ pub async fn read(
     let mut stopped = false;
     while let Some(chunk) = body.chunk().await? {
         for event in parser.feed(&chunk).map_err(Failure::Malformed)? {
-            let v: Value = serde_json::from_str(&event.data).map_err(|e| {
-                Failure::Malformed(format!("an event's data is not JSON ({e})"))
-            })?;
+            let v: Value = serde_json::from_str(&event.data)
+                .map_err(|e| Failure::Malformed(format!("an event's data is not JSON ({e})")))?;
             let kind = v.get("type").and_then(Value::as_str).unwrap_or(&event.name);
             match kind {
                 "message_start" => {
@@ -143,7 +142,10 @@ pub async fn read(
                             let t = delta["partial_json"].as_str().unwrap_or_default();
                             let call = &mut reply.tool_calls[*at];
                             call.arguments.push_str(t);
-                            on(Delta::ToolProgress { id: &call.id, chunk: t });
+                            on(Delta::ToolProgress {
+                                id: &call.id,
+                                chunk: t,
+                            });
                         }
                         _ => {}
                     }

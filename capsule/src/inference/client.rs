@@ -61,7 +61,9 @@ impl Endpoint {
         let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
         let (host, port) = match authority.rsplit_once(':') {
             Some((h, p)) if !h.ends_with(']') || h.starts_with('[') => {
-                let port = p.parse::<u16>().map_err(|_| bad("has a port that is not a number"))?;
+                let port = p
+                    .parse::<u16>()
+                    .map_err(|_| bad("has a port that is not a number"))?;
                 (h, port)
             }
             _ => (authority, if tls { 443 } else { 80 }),
@@ -71,7 +73,9 @@ impl Endpoint {
             return Err(bad("names no host"));
         }
         if !tls && !is_loopback(host) {
-            return Err(bad("is plain http to a host that is not loopback; use https://"));
+            return Err(bad(
+                "is plain http to a host that is not loopback; use https://",
+            ));
         }
         Ok(Endpoint {
             tls,
@@ -142,10 +146,9 @@ impl Endpoint {
         let req = req
             .body(Full::new(Bytes::from(body.to_string())))
             .map_err(|e| Failure::Malformed(format!("cannot build the request: {e}")))?;
-        let answer = sender
-            .send_request(req)
-            .await
-            .map_err(|e| Failure::Connect(format!("the connection failed before an answer: {e}")))?;
+        let answer = sender.send_request(req).await.map_err(|e| {
+            Failure::Connect(format!("the connection failed before an answer: {e}"))
+        })?;
         let status = answer.status().as_u16();
         if !(200..300).contains(&status) {
             let retry_after = answer
@@ -169,13 +172,26 @@ impl Endpoint {
 
     async fn connect(
         &self,
-    ) -> Result<(hyper::client::conn::http1::SendRequest<Full<Bytes>>, JoinHandle<()>), Failure>
-    {
+    ) -> Result<
+        (
+            hyper::client::conn::http1::SendRequest<Full<Bytes>>,
+            JoinHandle<()>,
+        ),
+        Failure,
+    > {
         let at = self.shown();
-        let tcp = tokio::time::timeout(CONNECT_WITHIN, TcpStream::connect((self.host.as_str(), self.port)))
-            .await
-            .map_err(|_| Failure::Connect(format!("{at} did not accept a connection within {} s", CONNECT_WITHIN.as_secs())))?
-            .map_err(|e| Failure::Connect(format!("{at}: {e}")))?;
+        let tcp = tokio::time::timeout(
+            CONNECT_WITHIN,
+            TcpStream::connect((self.host.as_str(), self.port)),
+        )
+        .await
+        .map_err(|_| {
+            Failure::Connect(format!(
+                "{at} did not accept a connection within {} s",
+                CONNECT_WITHIN.as_secs()
+            ))
+        })?
+        .map_err(|e| Failure::Connect(format!("{at}: {e}")))?;
         let _ = tcp.set_nodelay(true);
         if !self.tls {
             return handshake(TokioIo::new(tcp)).await;
@@ -184,7 +200,12 @@ impl Endpoint {
             .map_err(|e| Failure::Tls(format!("{} is not a server name: {e}", self.host)))?;
         let tls = tokio::time::timeout(CONNECT_WITHIN, tls_connector().connect(name, tcp))
             .await
-            .map_err(|_| Failure::Tls(format!("{at} did not finish the handshake within {} s", CONNECT_WITHIN.as_secs())))?
+            .map_err(|_| {
+                Failure::Tls(format!(
+                    "{at} did not finish the handshake within {} s",
+                    CONNECT_WITHIN.as_secs()
+                ))
+            })?
             .map_err(|e| Failure::Tls(format!("{at}: {e}")))?;
         handshake(TokioIo::new(tls)).await
     }
@@ -192,7 +213,13 @@ impl Endpoint {
 
 async fn handshake<T>(
     io: TokioIo<T>,
-) -> Result<(hyper::client::conn::http1::SendRequest<Full<Bytes>>, JoinHandle<()>), Failure>
+) -> Result<
+    (
+        hyper::client::conn::http1::SendRequest<Full<Bytes>>,
+        JoinHandle<()>,
+    ),
+    Failure,
+>
 where
     T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {

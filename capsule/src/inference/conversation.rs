@@ -97,9 +97,15 @@ mod tests {
         let big = "x".repeat(MAX_BYTES / 2);
         let msgs = vec![
             user(&big),
-            Msg { role: Role::Assistant, blocks: vec![Block::Text(big.clone())] },
+            Msg {
+                role: Role::Assistant,
+                blocks: vec![Block::Text(big.clone())],
+            },
             user("second"),
-            Msg { role: Role::Assistant, blocks: vec![Block::Text("ok".into())] },
+            Msg {
+                role: Role::Assistant,
+                blocks: vec![Block::Text("ok".into())],
+            },
         ];
         let c = Conversations::default();
         c.keep("ctx", msgs);

@@ -70,11 +70,22 @@ pub enum Role {
 pub enum Block {
     Text(String),
     /// An image the door took: its media type and base64 bytes.
-    Image { media_type: String, base64: String },
+    Image {
+        media_type: String,
+        base64: String,
+    },
     /// The model asked for a tool.
-    ToolUse { id: String, name: String, input: Value },
+    ToolUse {
+        id: String,
+        name: String,
+        input: Value,
+    },
     /// What a tool answered, fed back to the model.
-    ToolResult { id: String, content: String, is_error: bool },
+    ToolResult {
+        id: String,
+        content: String,
+        is_error: bool,
+    },
 }
 
 /// One message of a conversation.

@@ -26,8 +26,10 @@ pub fn body(req: &Request<'_>) -> Value {
     let tools: Vec<Value> = req
         .tools
         .iter()
-        .map(|t| json!({"type": "function", "function": {
-            "name": t.name, "description": t.description, "parameters": t.schema}}))
+        .map(|t| {
+            json!({"type": "function", "function": {
+            "name": t.name, "description": t.description, "parameters": t.schema}})
+        })
         .collect();
     json!({
         "model": req.model,
@@ -55,8 +57,10 @@ fn message(m: &Msg) -> Vec<Value> {
                 .blocks
                 .iter()
                 .filter_map(|b| match b {
-                    Block::ToolUse { id, name, input } => Some(json!({"id": id, "type": "function",
-                        "function": {"name": name, "arguments": input.to_string()}})),
+                    Block::ToolUse { id, name, input } => {
+                        Some(json!({"id": id, "type": "function",
+                        "function": {"name": name, "arguments": input.to_string()}}))
+                    }
                     _ => None,
                 })
                 .collect();
@@ -115,9 +119,8 @@ pub async fn read(
                 done = true;
                 break;
             }
-            let v: Value = serde_json::from_str(&event.data).map_err(|e| {
-                Failure::Malformed(format!("a chunk is not JSON ({e})"))
-            })?;
+            let v: Value = serde_json::from_str(&event.data)
+                .map_err(|e| Failure::Malformed(format!("a chunk is not JSON ({e})")))?;
             if let Some(e) = v.get("error") {
                 let message = e["message"].as_str().unwrap_or("an error");
                 return Err(Failure::Streamed(message.to_owned()));
@@ -132,7 +135,10 @@ pub async fn read(
                 continue;
             };
             let delta = &choice["delta"];
-            if let Some(t) = delta["reasoning_content"].as_str().filter(|t| !t.is_empty()) {
+            if let Some(t) = delta["reasoning_content"]
+                .as_str()
+                .filter(|t| !t.is_empty())
+            {
                 reply.thinking.push_str(t);
                 on(Delta::Thinking(t));
             }
@@ -177,10 +183,18 @@ fn tool_delta(
     let at = match by_index.iter().find(|(i, _)| *i == index) {
         Some((_, at)) => *at,
         None => {
-            let id = call["id"].as_str().map(str::to_owned).unwrap_or_else(|| format!("call_{index}"));
-            let name = call["function"]["name"].as_str().unwrap_or_default().to_owned();
+            let id = call["id"]
+                .as_str()
+                .map(str::to_owned)
+                .unwrap_or_else(|| format!("call_{index}"));
+            let name = call["function"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
             if name.is_empty() {
-                return Err(Failure::Malformed(format!("tool call {index} starts with no function name")));
+                return Err(Failure::Malformed(format!(
+                    "tool call {index} starts with no function name"
+                )));
             }
             reply.tool_calls.push(ToolCall {
                 id,
@@ -190,14 +204,23 @@ fn tool_delta(
             let at = reply.tool_calls.len() - 1;
             by_index.push((index, at));
             let c = &reply.tool_calls[at];
-            on(Delta::ToolStarted { id: &c.id, name: &c.name });
+            on(Delta::ToolStarted {
+                id: &c.id,
+                name: &c.name,
+            });
             at
         }
     };
-    if let Some(args) = call["function"]["arguments"].as_str().filter(|a| !a.is_empty()) {
+    if let Some(args) = call["function"]["arguments"]
+        .as_str()
+        .filter(|a| !a.is_empty())
+    {
         let c = &mut reply.tool_calls[at];
         c.arguments.push_str(args);
-        on(Delta::ToolProgress { id: &c.id, chunk: args });
+        on(Delta::ToolProgress {
+            id: &c.id,
+            chunk: args,
+        });
     }
     Ok(())
 }

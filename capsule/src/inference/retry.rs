@@ -71,7 +71,10 @@ mod tests {
     #[test]
     fn retry_after_is_honoured_up_to_the_cap() {
         let mut b = Backoff::new();
-        assert_eq!(b.next(Some(Duration::from_secs(2))), Some(Duration::from_secs(2)));
+        assert_eq!(
+            b.next(Some(Duration::from_secs(2))),
+            Some(Duration::from_secs(2))
+        );
         assert_eq!(b.next(Some(Duration::from_secs(600))), Some(CAP));
     }
 }

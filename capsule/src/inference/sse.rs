@@ -70,12 +70,20 @@ mod tests {
     fn events_split_across_chunks_come_out_whole() {
         let mut p = Parser::default();
         assert!(p.feed(b"event: ping\r\nda").unwrap().is_empty());
-        let got = p.feed(b"ta: {\"a\":1}\n\n: comment\n\ndata: x\ndata: y\n\n").unwrap();
+        let got = p
+            .feed(b"ta: {\"a\":1}\n\n: comment\n\ndata: x\ndata: y\n\n")
+            .unwrap();
         assert_eq!(
             got,
             vec![
-                Event { name: "ping".into(), data: "{\"a\":1}".into() },
-                Event { name: String::new(), data: "x\ny".into() },
+                Event {
+                    name: "ping".into(),
+                    data: "{\"a\":1}".into()
+                },
+                Event {
+                    name: String::new(),
+                    data: "x\ny".into()
+                },
             ]
         );
     }

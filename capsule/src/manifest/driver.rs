@@ -58,7 +58,7 @@ pub fn resolve(
             driver_artifact: None,
             max_turns: draft.max_turns,
             max_tokens: draft.max_tokens,
-        max_total_tokens: draft.max_total_tokens,
+            max_total_tokens: draft.max_total_tokens,
         });
     };
     let Some(artifact) = artifacts.iter().find(|a| a.name == name) else {

@@ -70,7 +70,11 @@ impl TaskInput {
                 .iter()
                 .map(|id| id.capacity() + std::mem::size_of::<String>())
                 .sum::<usize>()
-            + self.images.iter().map(|(m, b)| m.capacity() + b.capacity()).sum::<usize>()
+            + self
+                .images
+                .iter()
+                .map(|(m, b)| m.capacity() + b.capacity())
+                .sum::<usize>()
     }
 }
 

@@ -49,13 +49,10 @@ pub(crate) fn check_runnable(m: &Manifest) -> CliResult<()> {
 /// How the members' harness attempts will be contained (DESIGN §3); `None` when no member
 /// starts a task.
 fn contain(plan: &Plan) -> CliResult<Option<Containment>> {
-    let runs_tasks = plan
-        .members
-        .iter()
-        .any(|m| {
-            m.manifest.lifecycle.task_acceptance != TaskAcceptance::None
-                && m.manifest.inference.transport == Transport::Process
-        });
+    let runs_tasks = plan.members.iter().any(|m| {
+        m.manifest.lifecycle.task_acceptance != TaskAcceptance::None
+            && m.manifest.inference.transport == Transport::Process
+    });
     if !runs_tasks {
         return Ok(None);
     }

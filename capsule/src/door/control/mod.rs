@@ -128,11 +128,7 @@ fn refusal(r: Refusal) -> HttpResponse {
 
 /// An operation's JSON answer, 200.
 fn answer(value: Value) -> HttpResponse {
-    super::json_response(
-        StatusCode::OK,
-        bytes::Bytes::from(value.to_string()),
-        None,
-    )
+    super::json_response(StatusCode::OK, bytes::Bytes::from(value.to_string()), None)
 }
 
 /// An operation's outcome as the control surface answers it.
