@@ -1,4 +1,5 @@
-//! The one way a driver reaches its provider: a fresh HTTP/1.1 connection per call, over TLS
+//! The one way a driver reaches its provider: a fresh HTTP/1.1 connection per call (dialled
+//! through `policy::dial`, like every outbound connection of the capsule), over TLS
 //! (rustls with the webpki roots, set up through hyper-rustls) for `https://`, plain only to a
 //! loopback address. Dropping the [`Body`] a call answers drops the connection at once, so a
 //! canceled task stops the provider's work (and its billing) rather than waiting it out.
@@ -16,7 +17,6 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use serde_json::Value;
-use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
 
 use super::error::Failure;
@@ -180,18 +180,17 @@ impl Endpoint {
         Failure,
     > {
         let at = self.shown();
-        let tcp = tokio::time::timeout(
-            CONNECT_WITHIN,
-            TcpStream::connect((self.host.as_str(), self.port)),
-        )
-        .await
-        .map_err(|_| {
-            Failure::Connect(format!(
-                "{at} did not accept a connection within {} s",
-                CONNECT_WITHIN.as_secs()
-            ))
-        })?
-        .map_err(|e| Failure::Connect(format!("{at}: {e}")))?;
+        let scheme = if self.tls { "https" } else { "http" };
+        let host = match self.host.contains(':') {
+            true => format!("[{}]", self.host),
+            false => self.host.clone(),
+        };
+        // The one dial path (`policy`), for the endpoint the manifest's driver declares.
+        let allowed = crate::policy::gateway(&format!("{scheme}://{host}:{}", self.port))
+            .map_err(|r| Failure::Connect(r.reason))?;
+        let tcp = crate::policy::dial(&allowed, CONNECT_WITHIN)
+            .await
+            .map_err(|e| Failure::Connect(format!("{at}: {e}")))?;
         let _ = tcp.set_nodelay(true);
         if !self.tls {
             return handshake(TokioIo::new(tcp)).await;
