@@ -724,3 +724,135 @@ fn install_resolves_http_drivers_and_says_what_is_missing() {
     assert_ne!(out.status.code(), Some(0));
     assert!(stderr.contains(KEY_VAR), "{stderr}");
 }
+
+/// The guide's worker as `manifests/` ships it, on each provider, answers a task through its
+/// provider's wire format (its endpoint pointed at the fake, its pinned port let go).
+#[test]
+fn the_shipped_workers_run_on_each_provider() {
+    let home = Home::new();
+    let rows = [
+        (
+            "anthropic",
+            "ANTHROPIC_API_KEY",
+            "/v1/messages",
+            "claude-sonnet-5",
+        ),
+        (
+            "openai",
+            "OPENAI_API_KEY",
+            "/v1/chat/completions",
+            "o3-mini-high",
+        ),
+        (
+            "deepseek",
+            "DEEPSEEK_API_KEY",
+            "/chat/completions",
+            "deepseek-r1",
+        ),
+    ];
+    for (provider, var, path, model) in rows {
+        let fake = Fake::start();
+        fake.script([texts(match provider {
+            "anthropic" => anthropic::text("", &["hello from ", provider], "end_turn", (3, 3)),
+            _ => openai::text("reasoning", &["hello from ", provider], "stop", (3, 3)),
+        })]);
+        let shipped =
+            std::fs::read_to_string(repo_root().join(format!("manifests/worker-{provider}.yaml")))
+                .unwrap();
+        let endpoint = shipped
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("endpoint: "))
+            .unwrap();
+        let local = endpoint.replacen(
+            endpoint
+                .split('/')
+                .take(3)
+                .collect::<Vec<_>>()
+                .join("/")
+                .as_str(),
+            &format!("http://127.0.0.1:{}", fake.port),
+            1,
+        );
+        let yaml = shipped
+            .replace(endpoint, &local)
+            .replace("  internal_port: 52222\n", "");
+        let manifest = home.write(&format!("{provider}/murmur.yaml"), &yaml);
+        let run = Launch::start_env(&home, &manifest, &[], &[(var, KEY.into())]);
+        let task = run.send("hi", false)["result"]["task"].clone();
+        assert_eq!(
+            answer_of(&task),
+            format!("hello from {provider}"),
+            "{provider}: {task}"
+        );
+        let seen = fake.seen();
+        assert_eq!(
+            (seen[0].path.as_str(), seen[0].body["model"].as_str()),
+            (path, Some(model)),
+            "{provider}"
+        );
+        drop(run);
+    }
+    assert_no_key_written(&home);
+}
+
+/// `manifests/local-lead/`: an http lead on a local OpenAI-compatible endpoint calls the two
+/// process workers (the shipped files, the endpoint's port pointed at the fake).
+#[test]
+fn the_local_lead_formation_calls_its_process_workers() {
+    let home = Home::new();
+    let fake = Fake::start();
+    fake.script([
+        texts(openai::tool(
+            "c1",
+            "call-member",
+            &["{\"member\": \"left\", \"text\": \"count: a b c\"}"],
+            (10, 5),
+        )),
+        texts(openai::tool(
+            "c2",
+            "call-member",
+            &["{\"member\": \"right\", \"text\": \"count: d e\"}"],
+            (20, 5),
+        )),
+        texts(openai::text("", &["both answered"], "stop", (30, 5))),
+    ]);
+    let root = repo_root().join("manifests");
+    let copy = |from: &str, to: &str, f: &dyn Fn(String) -> String| {
+        home.write(to, &f(std::fs::read_to_string(root.join(from)).unwrap()))
+    };
+    let port = fake.port;
+    copy("local-lead/lead.yaml", "m/local-lead/lead.yaml", &|s| {
+        s.replace("127.0.0.1:8080", &format!("127.0.0.1:{port}"))
+    });
+    copy("split/worker.yaml", "m/split/worker.yaml", &|s| {
+        s.replace(
+            "../../scripts/",
+            &format!("{}/scripts/", repo_root().display()),
+        )
+    });
+    let formation = copy(
+        "local-lead/formation.yaml",
+        "m/local-lead/formation.yaml",
+        &|s| s,
+    );
+    let (code, out, err) = run_task(&home, &formation, "count these words");
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.ends_with("both answered\n"), "{out}");
+    let seen = fake.seen();
+    assert_eq!(seen.len(), 3);
+    assert_eq!(
+        seen[0].header("authorization"),
+        None,
+        "a local server takes no key"
+    );
+    for (i, member) in [(1, "left"), (2, "right")] {
+        let msgs = seen[i].body["messages"].as_array().unwrap();
+        let result: Value =
+            serde_json::from_str(msgs.last().unwrap()["content"].as_str().unwrap()).unwrap();
+        assert_eq!(
+            (result["member"].as_str(), result["status"].as_str()),
+            (Some(member), Some("completed")),
+            "{result}"
+        );
+    }
+}
