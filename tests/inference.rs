@@ -292,11 +292,16 @@ fn anthropic_loop_streams_frames_asks_for_input_and_feeds_the_reply_back() {
     assert!(inf[1]["latency_ms"].is_u64());
     assert_eq!(events(&trace, "tool_call")[0]["tool"], "request-input");
     let end = events(&trace, "task_end")[0];
+    let run_session = run.session.clone();
     assert_eq!(
         (end["status"].as_str(), end["turns"].as_u64()),
         (Some("completed"), Some(2))
     );
     drop(run);
+    // mur trace show sums the task's tokens, as the guide shows them.
+    let (code, shown, err) = home.run(&["trace", "show", &run_session]);
+    assert_eq!(code, 0, "{err}");
+    assert!(shown.contains("turns: 2  in: 110  out: 21  ok"), "{shown}");
     assert_no_key_written(&home);
 }
 
