@@ -361,6 +361,12 @@ fn openai_context_continues_images_reach_the_model_and_forget_session_is_refused
     );
     assert_eq!(msgs[3], json!({"role": "user", "content": "and then?"}));
     // The reasoning came as a thinking frame; the usage as the inference record.
+    let frames = watched_frames(run.port, task["id"].as_str().unwrap());
+    let kinds: Vec<(&str, &str)> = frames
+        .iter()
+        .map(|f| (f["frame"].as_str().unwrap(), f["text"].as_str().unwrap()))
+        .collect();
+    assert_eq!(kinds, [("thinking", "because"), ("text", "second")]);
     let trace = home.trace(&run.session);
     let inf = events(&trace, "inference");
     assert_eq!(

@@ -201,3 +201,68 @@ fn count(v: &Value) -> u64 {
 fn str_of(v: &Value) -> String {
     v.as_str().unwrap_or_default().to_owned()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::inference::ToolSpec;
+
+    #[test]
+    fn images_are_base64_blocks_and_tool_results_name_their_call() {
+        let messages = [
+            Msg {
+                role: Role::User,
+                blocks: vec![
+                    Block::Text("look".into()),
+                    Block::Image {
+                        media_type: "image/png".into(),
+                        base64: "AAAA".into(),
+                    },
+                ],
+            },
+            Msg {
+                role: Role::Assistant,
+                blocks: vec![Block::ToolUse {
+                    id: "t1".into(),
+                    name: "request-input".into(),
+                    input: json!({"question": "?"}),
+                }],
+            },
+            Msg {
+                role: Role::User,
+                blocks: vec![Block::ToolResult {
+                    id: "t1".into(),
+                    content: "{}".into(),
+                    is_error: true,
+                }],
+            },
+        ];
+        let tools = [ToolSpec {
+            name: "x",
+            description: "d",
+            schema: json!({"type": "object"}),
+        }];
+        let req = Request {
+            model: "m",
+            max_tokens: 9,
+            system: "s",
+            messages: &messages,
+            tools: &tools,
+        };
+        let b = body(&req);
+        assert_eq!(b["system"], "s");
+        assert_eq!(
+            b["tools"],
+            json!([{"name": "x", "description": "d", "input_schema": {"type": "object"}}])
+        );
+        assert_eq!(
+            b["messages"][0]["content"][1],
+            json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}})
+        );
+        assert_eq!(b["messages"][1]["content"][0]["type"], "tool_use");
+        assert_eq!(
+            b["messages"][2]["content"][0],
+            json!({"type": "tool_result", "tool_use_id": "t1", "content": "{}", "is_error": true})
+        );
+    }
+}
