@@ -111,7 +111,8 @@ fn answer_of(task: &Value) -> String {
         .to_owned()
 }
 
-/// murmur.WatchSession's replay, read until the terminal status of `task` arrives.
+/// murmur.WatchSession's replay, read until the terminal status of `task` arrives: its frames,
+/// and its working notes as `{"frame": "status"}`.
 fn watched_frames(port: u16, task: &str) -> Vec<Value> {
     use std::io::{BufRead, BufReader, Write};
     let body = request(json!(1), "murmur.WatchSession", json!({}));
@@ -138,6 +139,14 @@ fn watched_frames(port: u16, task: &str) -> Vec<Value> {
                 let mut f = meta.clone();
                 f["text"] = r["message"]["parts"][0]["text"].clone();
                 frames.push(f);
+            }
+        }
+        // A working status with a message is the loop's progress note.
+        if let Some(note) = r.pointer("/statusUpdate/status/message/parts/0/text") {
+            if r["statusUpdate"]["taskId"] == task
+                && r["statusUpdate"]["status"]["state"] == "TASK_STATE_WORKING"
+            {
+                frames.push(json!({"frame": "status", "text": note}));
             }
         }
         let state = r
@@ -250,17 +259,19 @@ fn anthropic_loop_streams_frames_asks_for_input_and_feeds_the_reply_back() {
     assert_eq!(
         kinds,
         [
+            ("status", "inference turn 1"),
             ("tool-call-started", "request-input"),
             ("tool-call-progress", "{\"quest"),
             ("tool-call-progress", "ion\": \"Which branch?\"}"),
+            ("status", "inference turn 2"),
             ("thinking", "pondering"),
             ("text", "done "),
             ("text", "on main"),
         ]
     );
-    assert_eq!(frames[0]["toolCallId"], "toolu_1");
+    assert_eq!(frames[1]["toolCallId"], "toolu_1");
     assert_eq!(
-        (frames[0]["turn"].as_u64(), frames[4]["turn"].as_u64()),
+        (frames[1]["turn"].as_u64(), frames[6]["turn"].as_u64()),
         (Some(1), Some(2))
     );
 
@@ -366,7 +377,14 @@ fn openai_context_continues_images_reach_the_model_and_forget_session_is_refused
         .iter()
         .map(|f| (f["frame"].as_str().unwrap(), f["text"].as_str().unwrap()))
         .collect();
-    assert_eq!(kinds, [("thinking", "because"), ("text", "second")]);
+    assert_eq!(
+        kinds,
+        [
+            ("status", "inference turn 1"),
+            ("thinking", "because"),
+            ("text", "second")
+        ]
+    );
     let trace = home.trace(&run.session);
     let inf = events(&trace, "inference");
     assert_eq!(

@@ -107,6 +107,9 @@ pub async fn run(
             messages: &history,
             tools: &specs,
         };
+        session
+            .events
+            .working_note(task.as_str(), context_id, &format!("inference turn {turn}"));
         let began = Instant::now();
         let mut frames = Frames::new(session, task, context_id, turn);
         let mut on = |d: Delta<'_>| frames.send(d);
