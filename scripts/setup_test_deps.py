@@ -19,3 +19,23 @@ def installed() -> bool:
 
 if not installed():
     subprocess.check_call([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", PINNED])
+
+
+# --- kubernetes-validate, for tests/render.rs (Kubernetes OpenAPI schemas of the rendered objects) ---
+KUBERNETES_VALIDATE = "kubernetes-validate==1.37.0"
+
+
+def install_kubernetes_validate() -> None:
+    """Installs the pinned kubernetes-validate unless it is already importable at that version."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        if version("kubernetes-validate") == KUBERNETES_VALIDATE.split("==")[1]:
+            return
+    except PackageNotFoundError:
+        pass
+    subprocess.check_call([sys.executable, "-m", "pip", "install", "--quiet",
+                           "--disable-pip-version-check", KUBERNETES_VALIDATE])
+
+
+install_kubernetes_validate()

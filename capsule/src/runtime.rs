@@ -58,6 +58,11 @@ pub struct CapsuleConfig {
     pub completion: Option<crate::delegation::protocol::CompletionTarget>,
     #[serde(default)]
     pub completion_token: Option<PathBuf>,
+    /// Where this capsule's harnesses reach its door when `url` — the address it advertises —
+    /// is not the way back from inside (a Kubernetes Service's name). `None`: `url`. `mur
+    /// capsule` sets it to its own listener's loopback address.
+    #[serde(default)]
+    pub harness_url: Option<String>,
 }
 
 /// The completion target with its token, read from its file.
@@ -217,6 +222,7 @@ async fn run(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
             config.mur_exe.clone(),
         )
         .wired(wiring)
+        .reached_inside_at(config.harness_url.clone())
         .delegating(supervisor)
         .completing_to(completion),
     );

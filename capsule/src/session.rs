@@ -31,8 +31,10 @@ pub struct Session {
     /// Every task change as numbered stream events, for SSE streams and their replay.
     pub events: Arc<EventLog>,
     pub trace: Trace,
-    /// `http://localhost:PORT`: the door's own address.
+    /// `http://localhost:PORT`: the door's own address, as its card advertises it.
     pub url: String,
+    /// The door's address for this capsule's own harnesses, when not `url`.
+    pub harness_url: Option<String>,
     /// Where harnesses run.
     pub workdir: PathBuf,
     pub records_dir: PathBuf,
@@ -88,6 +90,7 @@ impl Session {
             events,
             trace,
             url,
+            harness_url: None,
             workdir,
             records_dir,
             mur_exe,
@@ -128,6 +131,18 @@ impl Session {
         }
         self.completion = target;
         self
+    }
+
+    /// A capsule whose advertised URL does not lead back from inside it: its harnesses reach
+    /// the door at `url` instead (`CapsuleConfig::harness_url`).
+    pub fn reached_inside_at(mut self, url: Option<String>) -> Session {
+        self.harness_url = url;
+        self
+    }
+
+    /// The door's address as this capsule's harnesses reach it.
+    pub fn inside_url(&self) -> &str {
+        self.harness_url.as_deref().unwrap_or(&self.url)
     }
 
     /// The session of a formation member: its wiring, and the allow list that wiring extends.

@@ -36,9 +36,17 @@ pub enum Code {
     InsideHarness,
     /// The kernel refuses the containment `MURMUR_CONTAINMENT` requires.
     Containment,
+    /// `mur render --target` names a target this release cannot render.
+    BadTarget,
+    /// The formation asks for something its render target cannot enforce (or cannot name).
+    RenderRefused,
+    /// `--secrets-from` could not be read or lacks a token the formation needs.
+    BadSecrets,
+    /// The rendered objects could not be written.
+    RenderOutput,
 }
 
-const TABLE: [(Code, &str); 15] = [
+const TABLE: [(Code, &str); 19] = [
     (Code::PortInUse, "E-RUN-010"),
     (Code::BindFailed, "E-RUN-011"),
     (Code::CapsuleDidNotStart, "E-RUN-012"),
@@ -54,6 +62,10 @@ const TABLE: [(Code, &str); 15] = [
     (Code::Helper, "E-CLI-020"),
     (Code::InsideHarness, "E-CLI-021"),
     (Code::Containment, "E-RUN-050"),
+    (Code::BadTarget, "E-RND-001"),
+    (Code::RenderRefused, "E-RND-002"),
+    (Code::BadSecrets, "E-RND-003"),
+    (Code::RenderOutput, "E-RND-004"),
 ];
 
 impl Code {

@@ -8,6 +8,7 @@ mod error;
 mod formation;
 mod launch;
 mod records;
+mod render;
 mod tokens;
 
 use std::os::fd::FromRawFd;
@@ -61,7 +62,39 @@ enum Cmd {
     /// Cancel one task of a running session
     Cancel { address: String, task_id: String },
     /// Print a running session's credentials and tokens, `operator` first
-    Token { address: Option<String> },
+    Token {
+        #[arg(conflicts_with = "kubernetes")]
+        address: Option<String>,
+        /// Explain how to read a rendered formation's tokens with kubectl instead
+        #[arg(long)]
+        kubernetes: bool,
+        /// (with --kubernetes) The formation, to name its entry's Secret exactly
+        #[arg(long, requires = "kubernetes")]
+        manifest: Option<PathBuf>,
+        /// (with --kubernetes) The namespace it was rendered into
+        #[arg(long, requires = "kubernetes", default_value = "default")]
+        namespace: String,
+    },
+    /// Write a formation as objects for another runtime: `--target kubernetes` (docs/kubernetes.md)
+    Render {
+        /// What to render for: kubernetes
+        #[arg(long)]
+        target: String,
+        /// The formation manifest
+        manifest: PathBuf,
+        /// The namespace the objects go in
+        #[arg(long, default_value = "default")]
+        namespace: String,
+        /// The image holding mur and the harnesses (default: murmur:VERSION, see the Dockerfile)
+        #[arg(long)]
+        image: Option<String>,
+        /// Write formation.yaml and member-NAME.yaml into DIR instead of one YAML on stdout
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+        /// Reuse the tokens of Secrets rendered before (a file or folder of YAML) instead of minting
+        #[arg(long, value_name = "PATH")]
+        secrets_from: Option<PathBuf>,
+    },
     /// Follow a running session's events (murmur.WatchSession), one line each
     Watch {
         address: Option<String>,
@@ -119,6 +152,13 @@ enum Cmd {
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         reason: Vec<String>,
     },
+    /// Serve one capsule from MURMUR_CAPSULE_CONFIG on a listener it binds itself (a container's command; docs/kubernetes.md)
+    #[command(name = "capsule")]
+    ServeCapsule {
+        /// The address the door listens on
+        #[arg(long, default_value = "0.0.0.0:8080")]
+        listen: String,
+    },
     /// Internal: run as a capsule process on the inherited listener
     #[command(name = "__capsule", hide = true)]
     Capsule,
@@ -146,8 +186,10 @@ fn main() {
         std::process::exit(capsule::process::keeper::main(args));
     }
     let cli = Cli::parse();
-    if let Cmd::Capsule = cli.command {
-        std::process::exit(capsule_main());
+    match &cli.command {
+        Cmd::Capsule => std::process::exit(capsule_main()),
+        Cmd::ServeCapsule { listen } => std::process::exit(commands::capsule::serve(listen)),
+        _ => {}
     }
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -191,7 +233,28 @@ async fn dispatch(cmd: Cmd) -> CliResult<i32> {
         Cmd::Ps { json } => commands::ps::run(json).await,
         Cmd::Stop { address } => commands::stop::run(&address).await,
         Cmd::Cancel { address, task_id } => commands::cancel::run(&address, &task_id).await,
-        Cmd::Token { address } => commands::token::run(address.as_deref()),
+        Cmd::Token {
+            kubernetes: true,
+            manifest,
+            namespace,
+            ..
+        } => commands::token::kubernetes(manifest.as_deref(), &namespace),
+        Cmd::Token { address, .. } => commands::token::run(address.as_deref()),
+        Cmd::Render {
+            target,
+            manifest,
+            namespace,
+            image,
+            out,
+            secrets_from,
+        } => commands::render::run(commands::render::RenderArgs {
+            target,
+            manifest,
+            namespace,
+            image: image.unwrap_or_else(commands::render::default_image),
+            out,
+            secrets_from,
+        }),
         Cmd::Watch { address, url } => {
             commands::watch::run(address.as_deref(), url.as_deref()).await
         }
@@ -235,14 +298,13 @@ async fn dispatch(cmd: Cmd) -> CliResult<i32> {
             commands::helpers::end_without_answer(&reason.join(" ")).await
         }
         Cmd::Capsule => Ok(capsule_main()),
+        Cmd::ServeCapsule { listen } => Ok(commands::capsule::serve(&listen)),
     }
 }
 
 /// The capsule process: its config from the environment, its listener on the inherited fd.
 fn capsule_main() -> i32 {
-    let config = std::env::var(capsule::runtime::CONFIG_ENV)
-        .ok()
-        .and_then(|c| serde_json::from_str(&c).ok());
+    let config = commands::capsule::config();
     let fd = std::env::var(launch::LISTEN_FD_ENV)
         .ok()
         .and_then(|f| f.parse::<i32>().ok());

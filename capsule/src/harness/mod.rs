@@ -118,7 +118,7 @@ fn build_spec(session: &Session, d: &Driver, a: &Attempt) -> Option<Spec> {
         ("MURMUR_TASK_ID".into(), a.task_id.into()),
         ("MURMUR_CONTEXT_ID".into(), a.context_id.into()),
         ("MURMUR_MESSAGE_ID".into(), a.message_id.into()),
-        ("MURMUR_DOOR_URL".into(), session.url.as_str().into()),
+        ("MURMUR_DOOR_URL".into(), session.inside_url().into()),
         ("MURMUR_TASK_TOKEN".into(), a.token.into()),
         ("MURMUR_GUIDE".into(), a.guide.into()),
     ];

@@ -65,6 +65,16 @@ impl Entry {
         }
     }
 
+    /// The host, as read (ASCII case folded).
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
+    /// The one port the entry allows, when it fixes one.
+    pub fn port(&self) -> Option<u16> {
+        self.port
+    }
+
     /// Exact host (case was folded when both were read), then the port and the scheme when the
     /// entry fixes them.
     pub fn allows(&self, t: &Target) -> bool {

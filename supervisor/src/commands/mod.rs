@@ -1,9 +1,11 @@
 //! One file per `mur` command.
 
 pub mod cancel;
+pub mod capsule;
 pub mod helpers;
 pub mod install;
 pub mod ps;
+pub mod render;
 pub mod run;
 pub mod stop;
 pub mod token;

@@ -35,3 +35,28 @@ pub fn run(address: Option<&str>) -> CliResult<i32> {
     super::emit(&lines);
     Ok(0)
 }
+
+/// `mur token --kubernetes [--manifest FORMATION] [--namespace NS]`: how to read a rendered
+/// formation's tokens with kubectl. Nothing is read here: the tokens live in the cluster's
+/// Secrets (docs/kubernetes.md). With the formation, the entry's Secret is named exactly.
+pub fn kubernetes(manifest: Option<&std::path::Path>, namespace: &str) -> CliResult<i32> {
+    use crate::render::{ENTRY_LABEL, FORMATION_LABEL, OPERATOR_KEY};
+    let entry = match manifest {
+        Some(path) => format!("secret {}", crate::render::entry_object(path, namespace)?),
+        None => format!("secret -l {FORMATION_LABEL}=FORMATION,{ENTRY_LABEL}=true"),
+    };
+    let items = match manifest {
+        Some(_) => "",
+        None => ".items[0]",
+    };
+    let text = format!(
+        "# `mur render --target kubernetes` keeps each member's tokens in its Secret (named <formation>-<member>):\n\
+         #   key {OPERATOR_KEY}: the door's operator token; key tokens: every credential, `credential token` per line.\n\
+         # The entry member's operator token:\n\
+         kubectl -n {namespace} get {entry} -o jsonpath='{{{items}.data.{OPERATOR_KEY}}}' | base64 -d\n\
+         # Every credential of one member:\n\
+         kubectl -n {namespace} get secret FORMATION-MEMBER -o jsonpath='{{.data.tokens}}' | base64 -d\n"
+    );
+    super::emit(&text);
+    Ok(0)
+}

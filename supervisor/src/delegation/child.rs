@@ -128,6 +128,7 @@ pub async fn start(service: &Arc<Service>, parent: &Parent, req: Request) -> Res
             ..target.clone()
         }),
         completion_token: token_file,
+        harness_url: None,
     };
     let mut process = match launch::spawn_capsule(&listener, &theirs, &config) {
         Ok(p) => p,

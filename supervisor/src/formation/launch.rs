@@ -271,6 +271,7 @@ fn write_credentials(
             control: false,
             completion: None,
             completion_token: None,
+            harness_url: None,
         });
     }
     Ok(configs)

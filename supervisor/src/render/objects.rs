@@ -1,0 +1,233 @@
+//! A member's workload: the capsule config it starts from (the same `CapsuleConfig` `mur run`
+//! hands a capsule, in the same `MURMUR_CAPSULE_CONFIG` variable), the ConfigMap carrying that
+//! config and the member's manifest, the Deployment running `mur capsule` on the member's port
+//! with probes on its agent card and a locked-down security context, and its Service, whose DNS
+//! name is the URL its callers are wired to.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value};
+
+use capsule::door::CARD_PATH;
+use capsule::ids::SessionId;
+use capsule::process::containment;
+use capsule::runtime::{CapsuleConfig, CONFIG_ENV};
+use capsule::wiring::Wiring;
+
+use super::names::Layout;
+use super::secrets::WIRING_KEY;
+use crate::error::{CliError, CliResult, Code};
+use crate::formation::plan::PlannedMember;
+use crate::tokens::{self, Minted};
+
+/// Where the ConfigMap is mounted: the manifest is `/etc/murmur/manifest.yaml`, so relative
+/// paths in it resolve from `/etc/murmur`.
+pub const CONFIG_DIR: &str = "/etc/murmur";
+/// Where the wiring file from the Secret is mounted; hidden from harnesses like `run/`.
+pub const SECRET_DIR: &str = "/var/run/murmur";
+/// The member's writable state (records, trace, work folder, HOME): an emptyDir.
+pub const STATE_DIR: &str = "/var/lib/murmur";
+/// Where the image keeps `mur` (Dockerfile).
+pub const MUR_EXE: &str = "/usr/local/bin/mur";
+/// The ConfigMap's keys.
+pub const MANIFEST_KEY: &str = "manifest.yaml";
+pub const CONFIG_KEY: &str = "capsule.json";
+pub const CALLEES_KEY: &str = "callees.json";
+/// The user the container runs as (distroless's `nonroot`).
+const RUN_AS: u32 = 65532;
+
+/// The config member `i`'s capsule starts from: the digests of its door tokens, its wiring file,
+/// and paths inside its container.
+pub fn capsule_config(layout: &Layout, i: usize, minted: &[Minted]) -> CapsuleConfig {
+    CapsuleConfig {
+        manifest: Path::new(CONFIG_DIR).join(MANIFEST_KEY),
+        session_id: SessionId::mint().to_string(),
+        records_dir: Path::new(STATE_DIR).join("records"),
+        workdir: Path::new(STATE_DIR).join("work"),
+        url: layout.members[i].url.clone(),
+        mur_exe: PathBuf::from(MUR_EXE),
+        launch: None,
+        tokens: tokens::digests(minted),
+        // The capsule decides, as `MURMUR_CONTAINMENT` in the Deployment says.
+        containment: None,
+        run_dir: Some(PathBuf::from(SECRET_DIR)),
+        wiring: Some(Path::new(SECRET_DIR).join(WIRING_KEY)),
+        control: false,
+        completion: None,
+        completion_token: None,
+        harness_url: None,
+    }
+}
+
+fn encode_failed(what: &str, e: impl std::fmt::Display) -> CliError {
+    CliError::new(
+        Code::RenderOutput,
+        format!("cannot encode {what}: {e}"),
+        "report this bug",
+    )
+}
+
+/// Member `i`'s ConfigMap: its manifest as written, its capsule config, and (for people
+/// reading it; the capsule reads the Secret's wiring file) its callees' URLs.
+pub fn config_map(
+    layout: &Layout,
+    i: usize,
+    member: &PlannedMember,
+    config: &CapsuleConfig,
+    wiring: &Wiring,
+) -> CliResult<Value> {
+    let placed = &layout.members[i];
+    let manifest = std::fs::read_to_string(&member.manifest.path).map_err(|e| {
+        CliError::new(
+            Code::RenderOutput,
+            format!(
+                "member {}: cannot read {}: {e}",
+                placed.name,
+                member.manifest.path.display()
+            ),
+            "check that the manifest is still there and readable",
+        )
+    })?;
+    let config = serde_json::to_string(config).map_err(|e| encode_failed("a capsule config", e))?;
+    let callees: serde_json::Map<String, Value> = wiring
+        .callees
+        .iter()
+        .map(|(name, c)| (name.clone(), json!(c.url)))
+        .collect();
+    let callees = serde_json::to_string(&callees).map_err(|e| encode_failed("the callees", e))?;
+    Ok(json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": placed.object,
+            "namespace": layout.namespace,
+            "labels": layout.member_labels(i),
+        },
+        "data": {
+            MANIFEST_KEY: manifest,
+            CONFIG_KEY: config,
+            CALLEES_KEY: callees,
+        },
+    }))
+}
+
+/// Member `i`'s Deployment: one replica of `mur capsule` (its door is one session's).
+pub fn deployment(layout: &Layout, i: usize, image: &str) -> Value {
+    let placed = &layout.members[i];
+    let labels = layout.member_labels(i);
+    json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {
+            "name": placed.object,
+            "namespace": layout.namespace,
+            "labels": labels,
+        },
+        "spec": {
+            "replicas": 1,
+            // Never two sessions of one member at once.
+            "strategy": { "type": "Recreate" },
+            "selector": { "matchLabels": labels },
+            "template": {
+                "metadata": { "labels": labels },
+                "spec": {
+                    "automountServiceAccountToken": false,
+                    "enableServiceLinks": false,
+                    "securityContext": {
+                        "runAsNonRoot": true,
+                        "runAsUser": RUN_AS,
+                        "runAsGroup": RUN_AS,
+                        "fsGroup": RUN_AS,
+                        "seccompProfile": { "type": "RuntimeDefault" },
+                    },
+                    "containers": [container(placed.port, &placed.object, image)],
+                    "volumes": [
+                        { "name": "config", "configMap": { "name": placed.object } },
+                        {
+                            "name": "wiring",
+                            "secret": {
+                                "secretName": placed.object,
+                                // Only the wiring: the door's own tokens stay in the Secret.
+                                "items": [{ "key": WIRING_KEY, "path": WIRING_KEY }],
+                                "defaultMode": 0o400,
+                            },
+                        },
+                        { "name": "state", "emptyDir": {} },
+                        { "name": "tmp", "emptyDir": {} },
+                    ],
+                },
+            },
+        },
+    })
+}
+
+/// A probe on the agent card, which every door serves without a token.
+fn probe(period: u32, failures: u32) -> Value {
+    json!({
+        "httpGet": { "path": CARD_PATH, "port": "door" },
+        "periodSeconds": period,
+        "failureThreshold": failures,
+    })
+}
+
+/// The capsule's container: `mur capsule --listen 0.0.0.0:PORT` (docs/kubernetes.md).
+fn container(port: u16, object: &str, image: &str) -> Value {
+    json!({
+        "name": "capsule",
+        "image": image,
+        "args": ["capsule", "--listen", format!("0.0.0.0:{port}")],
+        "env": [
+            {
+                "name": CONFIG_ENV,
+                "valueFrom": { "configMapKeyRef": { "name": object, "key": CONFIG_KEY } },
+            },
+            // A restricted pod gets no unprivileged user namespaces (docs/containment.md).
+            { "name": containment::ENV, "value": "fallback" },
+            { "name": "HOME", "value": STATE_DIR },
+            { "name": "TMPDIR", "value": "/tmp" },
+        ],
+        "ports": [{ "name": "door", "containerPort": port, "protocol": "TCP" }],
+        "readinessProbe": probe(5, 3),
+        "livenessProbe": probe(20, 6),
+        "resources": {
+            "requests": { "cpu": "100m", "memory": "128Mi" },
+            "limits": { "memory": "1Gi" },
+        },
+        "securityContext": {
+            "allowPrivilegeEscalation": false,
+            "privileged": false,
+            "readOnlyRootFilesystem": true,
+            "runAsNonRoot": true,
+            "capabilities": { "drop": ["ALL"] },
+        },
+        "volumeMounts": [
+            { "name": "config", "mountPath": CONFIG_DIR, "readOnly": true },
+            { "name": "wiring", "mountPath": SECRET_DIR, "readOnly": true },
+            { "name": "state", "mountPath": STATE_DIR },
+            { "name": "tmp", "mountPath": "/tmp" },
+        ],
+    })
+}
+
+/// Member `i`'s Service: its door on its port, by DNS name.
+pub fn service(layout: &Layout, i: usize) -> Value {
+    let placed = &layout.members[i];
+    json!({
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": placed.object,
+            "namespace": layout.namespace,
+            "labels": layout.member_labels(i),
+        },
+        "spec": {
+            "selector": layout.member_labels(i),
+            "ports": [{
+                "name": "door",
+                "port": placed.port,
+                "targetPort": "door",
+                "protocol": "TCP",
+            }],
+        },
+    })
+}

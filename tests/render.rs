@@ -1,0 +1,843 @@
+//! `mur render --target kubernetes` end to end (DESIGN §11): every shipped formation renders
+//! into objects the Kubernetes OpenAPI schemas accept (`kubernetes-validate`, pinned in
+//! scripts/setup_test_deps.py); the NetworkPolicies, evaluated as a cluster would, allow
+//! exactly the `calls` edges; tokens appear in Secrets and nowhere else, and each door holds
+//! the digests of its own; the refusals say what was wrong; and the container's command, run
+//! here from the rendered ConfigMap and Secret, serves its card and a task with the rendered
+//! token — one code path with `mur run`.
+
+#[path = "render/container.rs"]
+mod container;
+#[path = "render/netpol.rs"]
+mod netpol;
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use container::{post, start_container};
+use netpol::{allows, member_pod, Pod};
+use support::{http, message, repo_root, wait_until, Fixture, Home};
+
+/// The Kubernetes release the objects are validated against (kubernetes-validate's schemas).
+const KUBERNETES: &str = "1.37.0";
+const NAMESPACE: &str = "murmur-test";
+
+/// `(exit code, stdout, stderr)` of `mur ARGS` in `home`.
+fn mur(home: &Home, args: &[&str]) -> (i32, String, String) {
+    home.run(args)
+}
+
+fn documents(text: &str) -> Vec<Value> {
+    serde_yaml::Deserializer::from_str(text)
+        .map(|d| Value::deserialize(d).expect("the render is readable YAML"))
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
+/// The objects of `formation`, rendered into [`NAMESPACE`].
+fn render(home: &Home, formation: &Path) -> Vec<Value> {
+    let path = formation.to_str().unwrap();
+    let (code, out, err) = mur(
+        home,
+        &[
+            "render",
+            "--target",
+            "kubernetes",
+            path,
+            "--namespace",
+            NAMESPACE,
+        ],
+    );
+    assert_eq!(code, 0, "mur render {path} failed: {err}");
+    documents(&out)
+}
+
+/// Every shipped formation: the manifests under manifests/ with a top-level `formation:` key.
+fn shipped_formations() -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut dirs = vec![repo_root().join("manifests")];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "yaml") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                if text.lines().any(|l| l.starts_with("formation:")) {
+                    found.push(path);
+                }
+            }
+        }
+    }
+    found.sort();
+    assert!(
+        found.len() >= 2,
+        "the shipped formations are not where this test looks: {found:?}"
+    );
+    found
+}
+
+/// The formation's `calls` edges, from the formation file itself.
+fn calls_of(formation: &Path) -> BTreeMap<String, BTreeSet<String>> {
+    let doc: Value = serde_yaml::from_str(&std::fs::read_to_string(formation).unwrap()).unwrap();
+    doc["formation"]["members"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(name, m)| {
+            let calls = m["calls"]
+                .as_array()
+                .map(|c| c.iter().map(|c| c.as_str().unwrap().to_owned()).collect())
+                .unwrap_or_default();
+            (name.clone(), calls)
+        })
+        .collect()
+}
+
+fn of_kind<'a>(objects: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    objects.iter().filter(|o| o["kind"] == kind).collect()
+}
+
+fn named<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
+    objects
+        .iter()
+        .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no {kind} {name}"))
+}
+
+/// Runs kubernetes-validate on `file`; a missing validator fails the test, never skips it.
+fn validate(file: &Path) -> String {
+    let out = Command::new("python3")
+        .args(["-m", "kubernetes_validate", "--strict", "-k", KUBERNETES])
+        .arg(file)
+        .output()
+        .expect("python3 runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !text.contains("No module named kubernetes_validate"),
+        "kubernetes-validate is not installed: run scripts/setup_test_deps.py (pip install kubernetes-validate==1.37.0)"
+    );
+    assert!(
+        out.status.success(),
+        "kubernetes-validate refused {}:\n{text}",
+        file.display()
+    );
+    text
+}
+
+#[test]
+fn every_shipped_formation_renders_objects_the_kubernetes_schemas_accept() {
+    let home = Home::new();
+    for formation in shipped_formations() {
+        let objects = render(&home, &formation);
+        let calls = calls_of(&formation);
+        let name = formation
+            .parent()
+            .unwrap()
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        // The formation's default-deny, then five objects per member.
+        assert_eq!(objects.len(), 1 + 5 * calls.len(), "{name}");
+        assert_eq!(objects[0]["kind"], "NetworkPolicy");
+        for member in calls.keys() {
+            let object = format!("{name}-{member}");
+            for kind in [
+                "Secret",
+                "ConfigMap",
+                "Service",
+                "Deployment",
+                "NetworkPolicy",
+            ] {
+                let o = named(&objects, kind, &object);
+                assert_eq!(o["metadata"]["namespace"], NAMESPACE);
+                assert_eq!(
+                    o["metadata"]["labels"]["murmur.dev/formation"],
+                    name.as_str()
+                );
+                assert_eq!(
+                    o["metadata"]["labels"]["murmur.dev/member"],
+                    member.as_str()
+                );
+            }
+            check_deployment(named(&objects, "Deployment", &object), &object);
+        }
+        let file = home.write(&format!("{name}.yaml"), &as_yaml(&objects));
+        let report = validate(&file);
+        let passed = report.matches(" passed for resource ").count();
+        assert_eq!(passed, objects.len(), "{name}: {report}");
+    }
+}
+
+/// The hardening and wiring every member's Deployment carries.
+fn check_deployment(d: &Value, object: &str) {
+    assert_eq!(d["spec"]["replicas"], 1);
+    let pod = &d["spec"]["template"]["spec"];
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(pod["automountServiceAccountToken"], false);
+    let c = &pod["containers"][0];
+    assert_eq!(c["args"], json!(["capsule", "--listen", "0.0.0.0:8080"]));
+    assert_eq!(c["ports"][0]["containerPort"], 8080);
+    for probe in ["readinessProbe", "livenessProbe"] {
+        assert_eq!(
+            c[probe]["httpGet"],
+            json!({"path": "/.well-known/agent-card.json", "port": "door"})
+        );
+    }
+    assert_eq!(c["securityContext"]["readOnlyRootFilesystem"], true);
+    assert_eq!(c["securityContext"]["allowPrivilegeEscalation"], false);
+    assert_eq!(c["securityContext"]["capabilities"]["drop"], json!(["ALL"]));
+    assert!(c["resources"]["requests"]["cpu"].is_string());
+    assert!(c["resources"]["requests"]["memory"].is_string());
+    assert_eq!(
+        c["env"][0],
+        json!({"name": "MURMUR_CAPSULE_CONFIG",
+               "valueFrom": {"configMapKeyRef": {"name": object, "key": "capsule.json"}}})
+    );
+    // The door's own tokens never reach the pod: only the wiring is mounted.
+    let wiring = pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "wiring")
+        .unwrap();
+    assert_eq!(
+        wiring["secret"]["items"],
+        json!([{"key": "wiring.json", "path": "wiring.json"}])
+    );
+}
+
+// ---- NetworkPolicies ----
+
+/// For every ordered pair of members (itself included), the rendered policies allow ingress
+/// and egress exactly along the formation's `calls`; a client pod reaches the entry and nothing
+/// else; an unlabelled pod reaches nothing; every member reaches the cluster DNS.
+fn check_edges(
+    objects: &[Value],
+    formation: &str,
+    calls: &BTreeMap<String, BTreeSet<String>>,
+    entry: &str,
+) {
+    let policies = of_kind(objects, "NetworkPolicy");
+    let port = |m: &str| {
+        named(objects, "Service", &format!("{formation}-{m}"))["spec"]["ports"][0]["port"]
+            .as_u64()
+            .unwrap()
+    };
+    let mut table = Vec::new();
+    for (a, callees) in calls {
+        for b in calls.keys() {
+            let (pa, pb) = (member_pod(formation, a), member_pod(formation, b));
+            let edge = callees.contains(b);
+            let ingress = allows(&policies, "Ingress", &pa, &pb, "TCP", port(b));
+            let egress = allows(&policies, "Egress", &pa, &pb, "TCP", port(b));
+            table.push(format!(
+                "{a}->{b} edge={edge} ingress={ingress} egress={egress}"
+            ));
+            assert_eq!(
+                (ingress, egress),
+                (edge, edge),
+                "{formation}: {}",
+                table.join("\n")
+            );
+            // Any other port of a callee stays closed.
+            assert!(!allows(&policies, "Ingress", &pa, &pb, "TCP", port(b) + 1));
+            assert!(!allows(&policies, "Egress", &pa, &pb, "TCP", port(b) + 1));
+        }
+    }
+    let client = Pod {
+        labels: json!({"murmur.dev/client": "true"}),
+        namespace: NAMESPACE,
+    };
+    let stranger = Pod {
+        labels: json!({"app": "other"}),
+        namespace: NAMESPACE,
+    };
+    let dns = Pod {
+        labels: json!({"k8s-app": "kube-dns"}),
+        namespace: "kube-system",
+    };
+    for m in calls.keys() {
+        let pod = member_pod(formation, m);
+        assert_eq!(
+            allows(&policies, "Ingress", &client, &pod, "TCP", port(m)),
+            m == entry,
+            "{formation}: client -> {m}"
+        );
+        assert!(!allows(
+            &policies,
+            "Ingress",
+            &stranger,
+            &pod,
+            "TCP",
+            port(m)
+        ));
+        assert!(!allows(&policies, "Egress", &pod, &stranger, "TCP", 80));
+        assert!(!allows(&policies, "Egress", &pod, &client, "TCP", 8080));
+        assert!(
+            allows(&policies, "Egress", &pod, &dns, "UDP", 53),
+            "{m} -> DNS"
+        );
+        assert!(
+            allows(&policies, "Egress", &pod, &dns, "TCP", 53),
+            "{m} -> DNS"
+        );
+        assert!(!allows(&policies, "Egress", &pod, &dns, "TCP", 443));
+    }
+}
+
+#[test]
+fn network_policies_allow_exactly_the_calls_edges() {
+    let home = Home::new();
+    for formation in shipped_formations() {
+        let objects = render(&home, &formation);
+        let doc: Value =
+            serde_yaml::from_str(&std::fs::read_to_string(&formation).unwrap()).unwrap();
+        let name = doc["formation"]["name"].as_str().unwrap().to_owned();
+        let entry = doc["formation"]["entry"].as_str().unwrap().to_owned();
+        check_edges(&objects, &name, &calls_of(&formation), &entry);
+    }
+    // A cycle, a pinned port, and a member nobody calls.
+    let worker = Fixture {
+        extra: "exports:\n  peer_tasks:\n    accept: true\n",
+        ..Fixture::default()
+    }
+    .yaml();
+    home.write("mesh/worker.yaml", &worker);
+    let formation = home.write(
+        "mesh/formation.yaml",
+        "formation:\n  name: mesh\n  version: \"0.1.0\"\n  entry: hub\n  members:\n    hub:\n      manifest: worker.yaml\n      calls: [a, b]\n    a:\n      manifest: worker.yaml\n      calls: [b]\n    b:\n      manifest: worker.yaml\n      calls: [hub]\n      port: 9090\n    idle:\n      manifest: worker.yaml\n",
+    );
+    let objects = render(&home, &formation);
+    assert_eq!(
+        named(&objects, "Service", "mesh-b")["spec"]["ports"][0]["port"],
+        9090
+    );
+    check_edges(&objects, "mesh", &calls_of(&formation), "hub");
+}
+
+#[test]
+fn allow_list_addresses_become_ip_blocks_and_host_names_are_named_as_not_rendered() {
+    let home = Home::new();
+    let worker = Fixture {
+        extra: "capabilities:\n  network:\n    allow:\n      - 10.20.30.40:443\n      - api.example.com\n      - localhost:9999\n",
+        ..Fixture::default()
+    }
+    .yaml();
+    home.write("net/worker.yaml", &worker);
+    let formation = home.write(
+        "net/formation.yaml",
+        "formation:\n  name: net\n  version: \"0.1.0\"\n  entry: solo\n  members:\n    solo:\n      manifest: worker.yaml\n",
+    );
+    let objects = render(&home, &formation);
+    let policy = named(&objects, "NetworkPolicy", "net-solo");
+    assert_eq!(
+        policy["metadata"]["annotations"],
+        json!({"murmur.dev/allow-not-rendered": "api.example.com"})
+    );
+    let egress = policy["spec"]["egress"].as_array().unwrap();
+    assert_eq!(
+        egress.last().unwrap(),
+        &json!({"to": [{"ipBlock": {"cidr": "10.20.30.40/32"}}], "ports": [{"protocol": "TCP", "port": 443}]})
+    );
+    assert_eq!(egress.len(), 2, "DNS and the one address: {egress:?}");
+    let file = home.write("net.yaml", &as_yaml(&objects));
+    validate(&file);
+}
+
+fn as_yaml(objects: &[Value]) -> String {
+    objects
+        .iter()
+        .map(|o| format!("---\n{}", serde_yaml::to_string(o).unwrap()))
+        .collect()
+}
+
+// ---- Tokens ----
+
+/// `member -> credential -> token`, from the Secrets' `tokens` lines.
+fn secret_tokens(objects: &[Value]) -> BTreeMap<String, BTreeMap<String, String>> {
+    of_kind(objects, "Secret")
+        .into_iter()
+        .map(|s| {
+            let member = s["metadata"]["labels"]["murmur.dev/member"]
+                .as_str()
+                .unwrap()
+                .to_owned();
+            let lines = s["stringData"]["tokens"].as_str().unwrap();
+            let tokens = lines
+                .lines()
+                .map(|l| {
+                    let (c, t) = l.split_once(' ').unwrap();
+                    (c.to_owned(), t.to_owned())
+                })
+                .collect();
+            (member, tokens)
+        })
+        .collect()
+}
+
+#[test]
+fn tokens_live_in_secrets_only_and_each_door_holds_its_own_digests() {
+    let home = Home::new();
+    let formation = repo_root().join("manifests/split-agents/formation.yaml");
+    let objects = render(&home, &formation);
+    let tokens = secret_tokens(&objects);
+    assert_eq!(
+        tokens["coder"].keys().collect::<Vec<_>>(),
+        vec!["member:lead", "operator"]
+    );
+    assert_eq!(tokens["lead"].keys().collect::<Vec<_>>(), vec!["operator"]);
+    let all: Vec<&String> = tokens.values().flat_map(|c| c.values()).collect();
+    assert_eq!(all.len(), 3 + 2, "three operators, two member tokens");
+    for o in objects.iter().filter(|o| o["kind"] != "Secret") {
+        let text = o.to_string();
+        for t in &all {
+            assert!(t.starts_with("mur_") && t.len() > 40);
+            assert!(
+                !text.contains(t.as_str()),
+                "a token outside a Secret: {text}"
+            );
+        }
+    }
+    for (member, creds) in &tokens {
+        let secret = named(&objects, "Secret", &format!("split-agents-{member}"));
+        assert_eq!(secret["stringData"]["operator"], creds["operator"].as_str());
+        let config_map = named(&objects, "ConfigMap", &format!("split-agents-{member}"));
+        let config: Value =
+            serde_json::from_str(config_map["data"]["capsule.json"].as_str().unwrap()).unwrap();
+        let digests: BTreeMap<String, String> = config["tokens"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| {
+                (
+                    d["credential"].as_str().unwrap().to_owned(),
+                    d["sha256"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect();
+        let expected: BTreeMap<String, String> = creds
+            .iter()
+            .map(|(c, t)| (c.clone(), capsule::auth::digest_hex(t)))
+            .collect();
+        assert_eq!(digests, expected, "{member}'s door holds its own digests");
+        // The wiring a member presents to a callee is that callee's member:<self> token.
+        let wiring: Value =
+            serde_json::from_str(secret["stringData"]["wiring.json"].as_str().unwrap()).unwrap();
+        for (callee, c) in wiring["callees"].as_object().unwrap() {
+            assert_eq!(
+                c["url"],
+                format!("http://split-agents-{callee}.{NAMESPACE}.svc.cluster.local:8080")
+            );
+            assert_eq!(
+                c["token"],
+                tokens[callee][&format!("member:{member}")].as_str()
+            );
+        }
+        assert_eq!(config["wiring"], "/var/run/murmur/wiring.json");
+    }
+    // Every render mints fresh tokens.
+    let again = secret_tokens(&render(&home, &formation));
+    assert_ne!(again["lead"]["operator"], tokens["lead"]["operator"]);
+}
+
+#[test]
+fn out_writes_a_file_per_member_and_secrets_from_reuses_their_tokens() {
+    let home = Home::new();
+    let formation = repo_root().join("manifests/split/formation.yaml");
+    let out = home.root.join("rendered");
+    let (code, stdout, err) = mur(
+        &home,
+        &[
+            "render",
+            "--target",
+            "kubernetes",
+            formation.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let files: Vec<String> = ["formation", "member-lead", "member-left", "member-right"]
+        .iter()
+        .map(|f| out.join(format!("{f}.yaml")).display().to_string())
+        .collect();
+    assert_eq!(stdout.lines().collect::<Vec<_>>(), files);
+    let mut first = Vec::new();
+    for f in &files {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(f).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{f} holds tokens");
+        first.extend(documents(&std::fs::read_to_string(f).unwrap()));
+    }
+    assert_eq!(first.len(), 1 + 3 * 5);
+    let (code, again, err) = mur(
+        &home,
+        &[
+            "render",
+            "--target",
+            "kubernetes",
+            formation.to_str().unwrap(),
+            "--secrets-from",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(secret_tokens(&documents(&again)), secret_tokens(&first));
+
+    // kubectl's form: a List of Secrets with base64 data.
+    use base64::Engine;
+    let items: Vec<Value> = of_kind(&first, "Secret")
+        .into_iter()
+        .map(|s| {
+            let data: serde_json::Map<String, Value> =
+                s["stringData"]
+                    .as_object()
+                    .unwrap()
+                    .iter()
+                    .map(|(k, v)| {
+                        (
+                            k.clone(),
+                            json!(base64::engine::general_purpose::STANDARD
+                                .encode(v.as_str().unwrap())),
+                        )
+                    })
+                    .collect();
+            json!({"apiVersion": "v1", "kind": "Secret", "metadata": s["metadata"], "data": data})
+        })
+        .collect();
+    let list = home.write(
+        "kubectl.yaml",
+        &serde_yaml::to_string(&json!({"apiVersion": "v1", "kind": "List", "items": items}))
+            .unwrap(),
+    );
+    let (code, from_list, err) = mur(
+        &home,
+        &[
+            "render",
+            "--target",
+            "kubernetes",
+            formation.to_str().unwrap(),
+            "--secrets-from",
+            list.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(secret_tokens(&documents(&from_list)), secret_tokens(&first));
+
+    // Secrets of another formation hold nothing for this one.
+    let other = repo_root().join("manifests/split-agents/formation.yaml");
+    let (code, stdout, err) = mur(
+        &home,
+        &[
+            "render",
+            "--target",
+            "kubernetes",
+            other.to_str().unwrap(),
+            "--secrets-from",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert_eq!((code, stdout.as_str()), (1, ""));
+    assert_eq!(
+        err,
+        format!(
+            "error[E-RND-003]: member lead: {} holds no Secret for it (labels murmur.dev/formation=split-agents, murmur.dev/member=lead)\n  hint: pass the output of an earlier `mur render` of this formation, or `kubectl get secret -l murmur.dev/formation=NAME -o yaml`; leave out --secrets-from to mint fresh tokens\n",
+            out.display()
+        )
+    );
+}
+
+// ---- Refusals ----
+
+fn refused(home: &Home, args: &[&str]) -> String {
+    let (code, out, err) = mur(home, args);
+    assert_eq!(code, 1, "mur {args:?} should be refused: {out}");
+    assert_eq!(out, "", "nothing is rendered when the render is refused");
+    err
+}
+
+#[test]
+fn refusals_name_what_was_wrong() {
+    let home = Home::new();
+    let split = repo_root().join("manifests/split/formation.yaml");
+    let split = split.to_str().unwrap();
+    assert_eq!(
+        refused(&home, &["render", "--target", "nomad", split]),
+        "error[E-RND-001]: --target \"nomad\" is not a render target\n  hint: use --target kubernetes\n"
+    );
+    let missing = home.root.join("missing.yaml");
+    assert_eq!(
+        refused(&home, &["render", "--target", "kubernetes", missing.to_str().unwrap()]),
+        format!("error[E-MAN-001]: {}: cannot be read: No such file or directory (os error 2)\n  hint: check the path; relative paths are taken from the current folder (formation members: from the formation's folder)\n", missing.display())
+    );
+    let worker = repo_root()
+        .join("manifests/worker.yaml")
+        .canonicalize()
+        .unwrap();
+    assert_eq!(
+        refused(&home, &["render", "--target", "kubernetes", worker.to_str().unwrap()]),
+        format!("error[E-RND-002]: {} is a capsule manifest: mur render takes a formation (a top-level formation: key)\n  hint: wrap the capsule in a formation of one member (see manifests/split/formation.yaml)\n", worker.display())
+    );
+    assert_eq!(
+        refused(&home, &["render", "--target", "kubernetes", split, "--namespace", "Team_A"]),
+        "error[E-RND-002]: --namespace \"Team_A\" is not a Kubernetes namespace name\n  hint: use lowercase letters, digits and '-', starting and ending with a letter or digit, at most 63 characters\n"
+    );
+
+    let file = home.write("a-file", "");
+    assert_eq!(
+        refused(&home, &["render", "--target", "kubernetes", split, "--out", file.to_str().unwrap()]),
+        format!("error[E-RND-004]: cannot write {}: File exists (os error 17)\n  hint: pass --out a folder you can write, or leave it out to print to stdout\n", file.display())
+    );
+    assert_eq!(
+        refused(&home, &["render", "--target", "kubernetes", split, "--secrets-from", missing.to_str().unwrap()]),
+        format!("error[E-RND-003]: --secrets-from {}: No such file or directory (os error 2)\n  hint: pass a YAML file (or a folder of them) that `mur render` or `kubectl get secret -o yaml` wrote\n", missing.display())
+    );
+
+    // Delegation needs a supervisor beside the parent: refused, naming the member.
+    home.write(
+        "deleg/child.yaml",
+        &Fixture {
+            name: "child",
+            ..Fixture::default()
+        }
+        .yaml(),
+    );
+    let parent = format!(
+        "{}capabilities:\n  delegate:\n    allow: [child.yaml]\n",
+        Fixture {
+            name: "parent",
+            ..Fixture::default()
+        }
+        .yaml()
+    );
+    let parent_path = home.write("deleg/parent.yaml", &parent);
+    let formation = home.write(
+        "deleg/formation.yaml",
+        "formation:\n  name: deleg\n  version: \"0.1.0\"\n  entry: boss\n  members:\n    boss:\n      manifest: parent.yaml\n",
+    );
+    assert_eq!(
+        refused(&home, &["render", "--target", "kubernetes", formation.to_str().unwrap()]),
+        format!("error[E-RND-002]: member boss: capabilities.delegate is not available on Kubernetes: a sub-capsule needs a supervisor beside its parent, which a cluster does not have in this release\n  hint: remove capabilities.delegate from {}, or run the formation with `mur run`\n", parent_path.display())
+    );
+
+    // The formation checks `mur run` makes are made here, by the same code.
+    let unknown = home.write(
+        "bad/formation.yaml",
+        "formation:\n  name: bad\n  version: \"0.1.0\"\n  entry: lead\n  members:\n    lead:\n      manifest: ../deleg/child.yaml\n      calls: [ghost]\n",
+    );
+    let by_render = refused(
+        &home,
+        &[
+            "render",
+            "--target",
+            "kubernetes",
+            unknown.to_str().unwrap(),
+        ],
+    );
+    let by_run = refused(&home, &["run", "--manifest", unknown.to_str().unwrap()]);
+    assert!(by_render.contains("ghost"), "{by_render}");
+    assert_eq!(by_render, by_run);
+
+    // Names Kubernetes cannot take are refused, not bent.
+    let deny = home.write(
+        "deny/formation.yaml",
+        "formation:\n  name: deny\n  version: \"0.1.0\"\n  entry: default-deny\n  members:\n    default-deny:\n      manifest: ../deleg/child.yaml\n",
+    );
+    assert_eq!(
+        refused(&home, &["render", "--target", "kubernetes", deny.to_str().unwrap()]),
+        "error[E-RND-002]: member default-deny: \"deny-default-deny\" is the name of the formation's default-deny NetworkPolicy\n  hint: rename the member\n"
+    );
+    let long = home.write(
+        "long/formation.yaml",
+        &format!("formation:\n  name: long\n  version: \"0.1.0\"\n  entry: {m}\n  members:\n    {m}:\n      manifest: ../deleg/child.yaml\n", m = "m".repeat(60)),
+    );
+    assert_eq!(
+        refused(&home, &["render", "--target", "kubernetes", long.to_str().unwrap()]),
+        format!("error[E-RND-002]: member {m}: \"long-{m}\" cannot name a Kubernetes Service\n  hint: name the formation and its members with letters, digits, '-' and '_', starting with a letter, together at most 62 characters\n", m = "m".repeat(60))
+    );
+    let clash = home.write(
+        "clash/formation.yaml",
+        "formation:\n  name: clash\n  version: \"0.1.0\"\n  entry: a_b\n  members:\n    a_b:\n      manifest: ../deleg/child.yaml\n    a-b:\n      manifest: ../deleg/child.yaml\n",
+    );
+    assert_eq!(
+        refused(&home, &["render", "--target", "kubernetes", clash.to_str().unwrap()]),
+        "error[E-RND-002]: members a_b and a-b both become \"clash-a-b\" in Kubernetes\n  hint: rename one of them: names that differ only in case or '_' against '-' collide\n"
+    );
+}
+
+#[test]
+fn mur_capsule_says_where_its_config_comes_from_and_which_address_it_could_not_take() {
+    let home = Home::new();
+    let (code, out, err) = mur(&home, &["capsule", "--listen", "127.0.0.1:0"]);
+    assert_eq!((code, out.as_str()), (2, ""));
+    assert_eq!(
+        err,
+        "error: mur capsule reads its capsule config (JSON) from MURMUR_CAPSULE_CONFIG: it is unset or unreadable\n  hint: `mur render --target kubernetes` puts it in each member's ConfigMap; to run a manifest here use `mur run`\n"
+    );
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = taken.local_addr().unwrap().to_string();
+    let config = json!({
+        "manifest": home.root.join("absent.yaml"),
+        "session_id": "ses_01a22d3838da77f9bbbcb7c030013286",
+        "records_dir": home.root.join("records"),
+        "workdir": home.work,
+        "url": "http://localhost:1",
+        "mur_exe": support::mur_bin(),
+        "launch": null,
+    });
+    let out = home
+        .mur()
+        .args(["capsule", "--listen", &address])
+        .env("MURMUR_CAPSULE_CONFIG", config.to_string())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!("error: mur capsule cannot listen on {address}: Address already in use (os error 98)\n  hint: pass --listen HOST:PORT with a free port\n")
+    );
+}
+
+#[test]
+fn token_kubernetes_explains_how_to_read_the_entrys_token_with_kubectl() {
+    let home = Home::new();
+    let split = repo_root().join("manifests/split/formation.yaml");
+    let (code, out, err) = mur(
+        &home,
+        &[
+            "token",
+            "--kubernetes",
+            "--manifest",
+            split.to_str().unwrap(),
+            "--namespace",
+            "demo",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.lines().any(|l| l
+            == "kubectl -n demo get secret split-lead -o jsonpath='{.data.operator}' | base64 -d"),
+        "{out}"
+    );
+    let (code, out, _) = mur(&home, &["token", "--kubernetes"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("-l murmur.dev/formation=FORMATION,murmur.dev/entry=true"),
+        "{out}"
+    );
+    // The label it names is on the entry's Secret, and only there.
+    let objects = render(&home, &split);
+    let entries: Vec<&Value> = of_kind(&objects, "Secret")
+        .into_iter()
+        .filter(|s| s["metadata"]["labels"]["murmur.dev/entry"] == "true")
+        .collect();
+    assert_eq!(entries.len(), 1);
+    assert_eq!(entries[0]["metadata"]["name"], "split-lead");
+}
+
+// ---- One code path: the container's command, run here ----
+
+#[test]
+fn the_containers_command_serves_the_member_from_the_rendered_files() {
+    let home = Home::new();
+    let worker = Fixture {
+        extra: "exports:\n  peer_tasks:\n    accept: true\n",
+        ..Fixture::default()
+    }
+    .yaml();
+    home.write("pair/worker.yaml", &worker);
+    let formation = home.write(
+        "pair/formation.yaml",
+        "formation:\n  name: pair\n  version: \"0.1.0\"\n  entry: front\n  members:\n    front:\n      manifest: worker.yaml\n      calls: [back]\n    back:\n      manifest: worker.yaml\n      calls: [front]\n",
+    );
+    let objects = render(&home, &formation);
+    let tokens = secret_tokens(&objects);
+    let front = start_container(&home, &objects, "pair-front");
+
+    let card = http(front.port, "GET", "/.well-known/agent-card.json", &[], b"");
+    assert_eq!(card.status, 200);
+    assert_eq!(card.json()["name"], "fixture");
+
+    // Without a token the door is closed; with the rendered operator token a task completes.
+    let resp = post(
+        front.port,
+        None,
+        &[],
+        "SendMessage",
+        message("hello", false),
+    );
+    assert_eq!(resp.status, 401, "{}", resp.text());
+    let resp = post(
+        front.port,
+        Some(&tokens["front"]["operator"]),
+        &[],
+        "SendMessage",
+        message("hello", false),
+    );
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    let task = &resp.json()["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task}");
+    assert_eq!(task["artifacts"][0]["parts"][0]["text"], "Acknowledged.");
+
+    // Its caller's token, minted for member:back, opens it for a peer task.
+    let resp = post(
+        front.port,
+        Some(&tokens["front"]["member:back"]),
+        &[
+            ("x-murmur-task-origin", "peer"),
+            ("x-murmur-task-trust", "trusted"),
+        ],
+        "SendMessage",
+        message("from back", false),
+    );
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    assert_eq!(
+        resp.json()["result"]["task"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
+    // A token of another door is not one of this door's.
+    let resp = post(
+        front.port,
+        Some(&tokens["back"]["operator"]),
+        &[],
+        "SendMessage",
+        message("x", false),
+    );
+    assert_eq!(resp.status, 401, "{}", resp.text());
+
+    // Its harnesses come back to the door over loopback, not through the Service.
+    let resp = post(
+        front.port,
+        Some(&tokens["front"]["operator"]),
+        &[],
+        "SendMessage",
+        message("@env", false),
+    );
+    let answer = resp.json()["result"]["task"]["artifacts"][0]["parts"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let env: Value = serde_json::from_str(&answer).unwrap_or_else(|_| panic!("{answer}"));
+    assert_eq!(
+        env["MURMUR_DOOR_URL"],
+        format!("http://127.0.0.1:{}", front.port)
+    );
+
+    // The wiring came from the mounted Secret file: the harness guide names the callee.
+    let guide = home.root.join("container/var/lib/murmur/records/guide.md");
+    assert!(wait_until(Duration::from_secs(5), || guide.exists()));
+    let guide = std::fs::read_to_string(guide).unwrap();
+    assert!(guide.contains("Members you may call: back."), "{guide}");
+}
