@@ -114,6 +114,13 @@ mod tests {
     }
 
     #[test]
+    fn a_gateway_is_allowed_by_its_declaration_and_an_unreadable_one_is_not() {
+        let allowed = gateway("https://api.anthropic.com:443").unwrap();
+        assert_eq!(allowed.target().port(), 443);
+        assert!(gateway("https://a@b:443").is_err());
+    }
+
+    #[test]
     fn a_host_port_entry_allows_that_port_of_that_host_only() {
         let allow = ["localhost:52222"];
         assert!(allows(&allow, "http://localhost:52222"));
