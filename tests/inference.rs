@@ -885,3 +885,38 @@ fn the_local_lead_formation_calls_its_process_workers() {
         );
     }
 }
+
+/// end-without-answer from the model ends the task FAILED with its reason and noAnswer; the
+/// loop makes no further call.
+#[test]
+fn end_without_answer_ends_the_task_with_the_models_reason() {
+    let home = Home::new();
+    let fake = Fake::start();
+    fake.script([texts(anthropic::tool(
+        "t1",
+        "end-without-answer",
+        &["{\"reason\": \"nothing to ", "do here\"}"],
+        (5, 5),
+    ))]);
+    let manifest = home.write(
+        "w/murmur.yaml",
+        &capsule("anthropic", &base(&fake, "anthropic"), "", QUEUE),
+    );
+    let run = Launch::start_env(&home, &manifest, &[], &[(KEY_VAR, KEY.into())]);
+    let task = run.send("anything?", false)["result"]["task"].clone();
+    assert_eq!(task["status"]["state"], "TASK_STATE_FAILED", "{task}");
+    assert_eq!(
+        task["status"]["message"]["parts"][0]["text"],
+        "nothing to do here"
+    );
+    assert_eq!(task["metadata"]["murmur"]["noAnswer"], true, "{task}");
+    assert_eq!(fake.seen().len(), 1, "no call after end-without-answer");
+    let trace = home.trace(&run.session);
+    assert_eq!(events(&trace, "tool_call")[0]["tool"], "end-without-answer");
+    assert_eq!(
+        events(&trace, "task_failed")[0]["cause"],
+        "nothing to do here"
+    );
+    drop(run);
+    assert_no_key_written(&home);
+}
