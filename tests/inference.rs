@@ -629,18 +629,37 @@ fn provider_errors_are_clear_failures_and_rate_limits_are_retried() {
     assert_no_key_written(&home);
 }
 
+/// A server that speaks plain HTTP whatever it is sent: it answers 400 to the first bytes of
+/// each connection (a TLS ClientHello, here) and closes it.
+fn plain_http_server() -> u16 {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            let mut buf = [0u8; 16 << 10];
+            let _ = conn.read(&mut buf);
+            let _ = conn.write_all(
+                b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            );
+        }
+    });
+    port
+}
+
 #[test]
 fn unreachable_and_tls_failures_name_the_provider() {
     let home = Home::new();
-    let fake = Fake::start();
+    let plain = plain_http_server();
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let closed_port = closed.local_addr().unwrap().port();
     drop(closed);
     let rows = [
         ("refused", format!("http://127.0.0.1:{closed_port}/v1"),
             format!("task failed: an inference call failed: cannot connect to OpenAI: 127.0.0.1:{closed_port}: Connection refused")),
-        ("tls to a plain server", format!("https://127.0.0.1:{}/v1", fake.port),
-            format!("task failed: an inference call failed: the TLS handshake with OpenAI failed: 127.0.0.1:{}: ", fake.port)),
+        ("tls to a plain server", format!("https://127.0.0.1:{plain}/v1"),
+            format!("task failed: an inference call failed: the TLS handshake with OpenAI failed: 127.0.0.1:{plain}: ")),
     ];
     for (row, endpoint, says) in rows {
         let manifest = home.write("c/murmur.yaml", &capsule("openai", &endpoint, "", ONE_TASK));

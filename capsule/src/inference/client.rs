@@ -201,7 +201,7 @@ impl Endpoint {
             .await
             .map_err(|_| {
                 Failure::Tls(format!(
-                    "{at} did not finish the handshake within {} s",
+                    "{at}: no handshake within {} s",
                     CONNECT_WITHIN.as_secs()
                 ))
             })?
