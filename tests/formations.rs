@@ -277,7 +277,7 @@ fn every_formation_mistake_is_refused_before_anything_starts() {
     home.write("f/broken/murmur.yaml", "name: broken\nversion: [\n");
     home.write(
         "f/http/murmur.yaml",
-        "name: remote\nversion: \"0.1.0\"\nartifacts:\n  - name: murmur/driver-anthropic\n    runtime: driver\n    gateway: { endpoint: https://api.anthropic.com, api_key: sk-test }\ninference:\n  transport: http\n  model: claude-sonnet-5\n  driver: { artifact: murmur/driver-anthropic }\n",
+        "name: remote\nversion: \"0.1.0\"\nartifacts:\n  - name: murmur/driver-anthropic\n    runtime: driver\n    gateway: { endpoint: http://api.anthropic.com, api_key: sk-test }\ninference:\n  transport: http\n  model: claude-sonnet-5\n  driver: { artifact: murmur/driver-anthropic }\n",
     );
     let formation = |members: &str, entry: &str| {
         format!("formation:\n  name: review\n  version: \"0.1.0\"\n{entry}  members:\n{members}")
@@ -339,13 +339,13 @@ fn every_formation_mistake_is_refused_before_anything_starts() {
             "formation.members",
         ),
         (
-            "a member this release cannot run",
+            "a member whose http driver cannot be reached safely",
             formation(
                 "    a: { manifest: worker/murmur.yaml }\n    b: { manifest: http/murmur.yaml }\n",
                 "  entry: a\n",
             ),
             "error[E-RUN-030]: member b: ",
-            "inference.transport: http is not available in this release",
+            "gateway.endpoint http://api.anthropic.com is plain http to a host that is not loopback; use https://",
         ),
     ];
     for (row, yaml, starts, says) in rows {

@@ -151,23 +151,20 @@ async fn run(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
         manifest.network.authentication = Some(Default::default());
     }
     // A door that starts no task has no worker, and needs no driver.
-    let driver = crate::harness::driver_of(&manifest);
-    if driver.is_none() && manifest.lifecycle.task_acceptance != TaskAcceptance::None {
-        eprintln!(
-            "error: {} names no process driver this capsule can run",
-            manifest.path.display()
-        );
-        return exit::CANNOT_START;
-    }
-    let containment = match driver.is_some() {
-        true => match contain(&config) {
-            Ok(c) => Some(c),
+    let runs_tasks = manifest.lifecycle.task_acceptance != TaskAcceptance::None;
+    let worker = match runs_tasks {
+        true => match worker_of(&manifest, &config) {
+            Ok(w) => Some(w),
             Err(why) => {
                 eprintln!("error: {why}");
                 return exit::CANNOT_START;
             }
         },
         false => None,
+    };
+    let containment = match &worker {
+        Some(agent::Worker::Harness(_, c)) => Some(c.mode),
+        _ => None,
     };
     let session_id = SessionId::from_wire(&config.session_id);
     let trace = match Trace::open(&config.records_dir, session_id.clone()) {
@@ -236,7 +233,7 @@ async fn run(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
         url: session.url.clone(),
         workdir: session.workdir.clone(),
         manifest: session.manifest.path.clone(),
-        containment: containment.as_ref().map(|c| c.mode),
+        containment,
     });
     let launch = config
         .launch
@@ -254,9 +251,7 @@ async fn run(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{READY_LINE}").and_then(|_| out.flush());
     }
-    let worker = driver
-        .zip(containment)
-        .map(|(d, c)| tokio::spawn(agent::work(session.clone(), d, c, launch.clone())));
+    let worker = worker.map(|w| tokio::spawn(agent::work(session.clone(), w, launch.clone())));
 
     wait_for_end(&session).await;
     // Live tasks are canceled (their harnesses interrupted) before the door closes.
@@ -281,6 +276,42 @@ async fn run(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
     }
 }
 
+/// What runs the capsule's tasks: the process driver in its containment, or the http driver
+/// `gateway` names.
+fn worker_of(m: &manifest::Manifest, config: &CapsuleConfig) -> Result<agent::Worker, String> {
+    if m.inference.transport == manifest::Transport::Http {
+        return http_agent(m).map(agent::Worker::Http);
+    }
+    let driver = crate::harness::driver_of(m).ok_or_else(|| {
+        format!(
+            "{} names no process driver this capsule can run",
+            m.path.display()
+        )
+    })?;
+    Ok(agent::Worker::Harness(driver, contain(config)?))
+}
+
+/// The http driver of a manifest on `inference.transport: http`.
+pub fn http_agent(m: &manifest::Manifest) -> Result<agent::HttpAgent, String> {
+    let artifact = m.driver_artifact();
+    let provider = artifact
+        .and_then(|a| a.builtin)
+        .and_then(crate::inference::Provider::of);
+    let (Some(provider), Some(gateway)) = (provider, artifact.and_then(|a| a.gateway.as_ref()))
+    else {
+        return Err(format!(
+            "{} names no built-in http driver with a gateway",
+            m.path.display()
+        ));
+    };
+    let endpoint = crate::inference::Endpoint::parse(&gateway.endpoint, gateway.api_key.as_deref())
+        .map_err(|e| e.0)?;
+    Ok(agent::HttpAgent {
+        driver: crate::inference::Driver { provider, endpoint },
+        model: m.inference.model.clone().unwrap_or_default(),
+    })
+}
+
 /// Decides how harness attempts are contained. The capsule is a subreaper either way, so that
 /// nothing a dead keeper left can get past its sweep.
 fn contain(config: &CapsuleConfig) -> Result<Containment, String> {
@@ -299,6 +330,7 @@ fn admit_launch(session: &Session, launch: &LaunchTask) -> Option<crate::ids::Ta
         forget_session: launch.forget_session,
         // The user wrote it.
         trust: crate::provenance::Trust::Trusted,
+        images: Vec::new(),
     };
     match session.admit(
         launch.context_id.clone(),

@@ -42,6 +42,8 @@ pub struct Session {
     pub mur_exe: PathBuf,
     /// The harness session each context holds, resumed on its next task.
     pub harness_sessions: HarnessSessions,
+    /// The conversation each context holds on an http capsule, continued by its next task.
+    pub conversations: crate::inference::conversation::Conversations,
     /// sha256 of each live task's helper token → the task it authorizes.
     task_tokens: Mutex<HashMap<[u8; 32], TaskId>>,
     /// What the session's tasks leave running past their end.
@@ -93,6 +95,7 @@ impl Session {
             records_dir,
             mur_exe,
             harness_sessions: HarnessSessions::default(),
+            conversations: Default::default(),
             task_tokens: Mutex::new(HashMap::new()),
             residue: Residue::default(),
             allow: manifest_allow,

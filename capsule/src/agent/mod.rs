@@ -1,8 +1,10 @@
 //! The agent loop: takes each queued task in turn, runs it through the capsule's inference
-//! driver, and records how it ended. This release drives harness processes
-//! (`inference.transport: process`); HTTP inference drivers plug in beside [`run_harness`].
+//! transport — a harness process (`inference.transport: process`, [`crate::harness`]) or the
+//! http loop against a provider ([`http`]) — and records how it ended.
 
 mod guide;
+pub mod http;
+pub mod tools;
 
 use std::io::Write;
 use std::sync::Arc;
@@ -17,20 +19,24 @@ use crate::process::Containment;
 use crate::session::Session;
 use crate::tasks::{Outcome, Started, Viewer};
 use crate::trace::{EndStatus, Ran, RequestedBy, TraceEvent};
+pub use http::HttpAgent;
 
 const KILLED: &str = "task canceled; the harness was killed and its session may not resume cleanly";
 
+/// What runs a capsule's tasks.
+pub enum Worker {
+    /// A harness process per task attempt, in containment.
+    Harness(Driver, Containment),
+    /// The http loop against a provider.
+    Http(HttpAgent),
+}
+
 /// Runs tasks until the door closes, or until the first idle moment under `after_task: exit`.
-pub async fn work(
-    session: Arc<Session>,
-    driver: Driver,
-    containment: Containment,
-    launch: Option<TaskId>,
-) {
+pub async fn work(session: Arc<Session>, worker: Worker, launch: Option<TaskId>) {
     let guide = session.records_dir.join("guide.md");
     while let Some(task) = session.registry.next().await {
         let id = task.id.clone();
-        let outcome = run_harness(&session, &driver, &containment, &guide, task).await;
+        let outcome = run_task(&session, &worker, &guide, task).await;
         let is_launch = launch.as_ref() == Some(&id);
         // A sub-capsule's answer is its parent's to tell, not the user's terminal's.
         if is_launch && session.completion.is_none() {
@@ -71,10 +77,9 @@ fn report_launch_outcome(outcome: &Outcome) {
     }
 }
 
-async fn run_harness(
-    session: &Session,
-    driver: &Driver,
-    containment: &Containment,
+async fn run_task(
+    session: &Arc<Session>,
+    worker: &Worker,
     guide: &std::path::Path,
     task: Started,
 ) -> Outcome {
@@ -101,27 +106,38 @@ async fn run_harness(
             });
         }
     }
-    let resume = driver
-        .resume
-        .as_ref()
-        .and_then(|_| session.harness_session(&context_id));
-    let token = session.mint_task_token(&id);
     let wind_down = session.errands.open(&id, input.trust, canceled.clone());
-    let attempt = Attempt {
-        task_id: id.as_str(),
-        context_id: &context_id,
-        message_id: &input.message_id,
-        prompt: &input.text,
-        token: &token,
-        resume,
-        guide,
-        max_turns: session.manifest.inference.max_turns,
+    let ((outcome, turns), errands) = match worker {
+        Worker::Harness(driver, containment) => {
+            let token = session.mint_task_token(&id);
+            let resume = driver
+                .resume
+                .as_ref()
+                .and_then(|_| session.harness_session(&context_id));
+            let attempt = Attempt {
+                task_id: id.as_str(),
+                context_id: &context_id,
+                message_id: &input.message_id,
+                prompt: &input.text,
+                token: &token,
+                resume,
+                guide,
+                max_turns: session.manifest.inference.max_turns,
+            };
+            let ending =
+                harness::run(session, driver, containment, &attempt, canceled, wind_down).await;
+            session.revoke_task_tokens(&id);
+            // Member calls still in flight are canceled, and recorded, before the task's end is.
+            let errands = session.errands.close(&id).await;
+            (judge(session, &id, &context_id, ending), errands)
+        }
+        Worker::Http(agent) => {
+            let (ending, turns) =
+                http::run(session, agent, &id, &context_id, &input, canceled).await;
+            let errands = session.errands.close(&id).await;
+            ((settle(session, &id, ending), turns), errands)
+        }
     };
-    let ending = harness::run(session, driver, containment, &attempt, canceled, wind_down).await;
-    session.revoke_task_tokens(&id);
-    // Member calls still in flight are canceled, and recorded, before the task's end is.
-    let errands = session.errands.close(&id).await;
-    let (outcome, turns) = judge(session, &id, &context_id, ending);
     // end-without-answer decided the task's ending, whatever the harness did after; a cancel
     // that came first still stands.
     let outcome = match (errands.no_answer, outcome) {
@@ -152,6 +168,26 @@ async fn run_harness(
         .registry
         .finish_with(&id, outcome.clone(), errands.no_answer_below);
     outcome
+}
+
+/// Turns an http loop's ending into the task's outcome.
+fn settle(session: &Session, id: &TaskId, ending: http::Ending) -> Outcome {
+    match ending {
+        http::Ending::Answer(a) => Outcome::Completed(a),
+        http::Ending::Failed(cause) => Outcome::Failed(cause.to_string()),
+        // The errands hold the reason, which the caller applies.
+        http::Ending::WithoutAnswer => Outcome::Failed("the task ended without an answer".into()),
+        http::Ending::Canceled => {
+            let in_flight = session
+                .registry
+                .read(id.as_str(), &Viewer::Everyone, |t| t.residue.clone())
+                .unwrap_or_default();
+            session
+                .trace
+                .event(TraceEvent::canceled_in_loop(id.clone(), in_flight));
+            Outcome::CanceledEnded(None)
+        }
+    }
 }
 
 /// Turns a harness ending into the task's outcome, keeping the context's harness session.

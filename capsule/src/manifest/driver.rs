@@ -16,6 +16,7 @@ pub struct Draft {
     pub driver: Option<String>,
     pub max_turns: u32,
     pub max_tokens: u32,
+    pub max_total_tokens: Option<u64>,
 }
 
 /// Picks the driver artifact and checks it fits `inference.transport`.
@@ -57,6 +58,7 @@ pub fn resolve(
             driver_artifact: None,
             max_turns: draft.max_turns,
             max_tokens: draft.max_tokens,
+            max_total_tokens: draft.max_total_tokens,
         });
     };
     let Some(artifact) = artifacts.iter().find(|a| a.name == name) else {
@@ -110,6 +112,7 @@ pub fn resolve(
         driver_artifact: Some(name),
         max_turns: draft.max_turns,
         max_tokens: draft.max_tokens,
+        max_total_tokens: draft.max_total_tokens,
     })
 }
 

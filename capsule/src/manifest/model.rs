@@ -72,13 +72,23 @@ impl Artifact {
     }
 }
 
-/// `artifacts[].gateway`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// `artifacts[].gateway`. Its `Debug` leaves the key out: a manifest printed for debugging
+/// must not carry it.
+#[derive(Clone, PartialEq, Eq)]
 pub struct Gateway {
     /// `endpoint`: an `http://` or `https://` URL.
     pub endpoint: String,
     /// `api_key`, usually `${…}`; `None` for endpoints that need none (e.g. a local server).
     pub api_key: Option<String>,
+}
+
+impl std::fmt::Debug for Gateway {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gateway")
+            .field("endpoint", &self.endpoint)
+            .field("api_key", &self.api_key.as_ref().map(|_| "[redacted]"))
+            .finish()
+    }
 }
 
 /// `artifacts[].process`: how to drive a harness CLI.
@@ -188,6 +198,9 @@ pub struct Inference {
     pub max_turns: u32,
     /// `max_tokens`: default 8192, at least 1.
     pub max_tokens: u32,
+    /// `max_total_tokens`: the spend ceiling of an http capsule's task — input and output
+    /// tokens the provider reported, summed over the task's calls. `None` (absent): no ceiling.
+    pub max_total_tokens: Option<u64>,
 }
 
 /// `inference.transport`.

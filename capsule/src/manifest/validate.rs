@@ -109,7 +109,14 @@ pub fn name(
 }
 
 fn inference(r: &Reader, value: Option<&Value>, path: &KeyPath) -> Result<Draft, ManifestError> {
-    let keys = ["transport", "model", "driver", "max_turns", "max_tokens"];
+    let keys = [
+        "transport",
+        "model",
+        "driver",
+        "max_turns",
+        "max_tokens",
+        "max_total_tokens",
+    ];
     let f = r.mapping(value, path, &keys)?;
     let transport = match f.get("transport") {
         Some(v) => Some(
@@ -155,6 +162,15 @@ fn inference(r: &Reader, value: Option<&Value>, path: &KeyPath) -> Result<Draft,
         driver,
         max_turns: turns("max_turns", 10, "write e.g. max_turns: 10")?,
         max_tokens: turns("max_tokens", 8192, "write e.g. max_tokens: 8192")?,
+        max_total_tokens: match f.get("max_total_tokens") {
+            Some(v) => Some(r.number(
+                v,
+                &f.path("max_total_tokens"),
+                (1, u64::MAX),
+                "write e.g. max_total_tokens: 200000",
+            )?),
+            None => None,
+        },
     })
 }
 

@@ -61,6 +61,19 @@ pub fn shown(url: &str) -> String {
         .unwrap_or_else(|_| "(an unreadable destination)".into())
 }
 
+/// The capsule's own inference endpoint (`gateway.endpoint` of its http driver), which it
+/// reaches by that declaration rather than by `capabilities.network.allow`: the allow list is
+/// for the capsule's peers (the guide's orchestrator lists only its worker, and still reaches
+/// its provider). The endpoint was checked when the driver was built (`inference::Endpoint`).
+pub fn gateway(url: &str) -> Result<Allowed, Refusal> {
+    Target::parse(url)
+        .map(|target| Allowed { target })
+        .map_err(|why| Refusal {
+            destination: url.to_owned(),
+            reason: format!("gateway.endpoint is not one this capsule can reach: {why}"),
+        })
+}
+
 /// Checks `url` against `allow` (entries as written; an entry that does not parse allows
 /// nothing). Answers the destination [`dial`] may connect to, or why not.
 pub fn check(allow: &[String], url: &str) -> Result<Allowed, Refusal> {
@@ -98,6 +111,13 @@ mod tests {
 
     fn allows(entries: &[&str], url: &str) -> bool {
         check(&list(entries), url).is_ok()
+    }
+
+    #[test]
+    fn a_gateway_is_allowed_by_its_declaration_and_an_unreadable_one_is_not() {
+        let allowed = gateway("https://api.anthropic.com:443").unwrap();
+        assert_eq!(allowed.target().port(), 443);
+        assert!(gateway("https://a@b:443").is_err());
     }
 
     #[test]

@@ -158,6 +158,25 @@ impl EventLog {
         self.push(task_id, result, false);
     }
 
+    /// A working task's progress note (the http loop's `inference turn N`): a statusUpdate in
+    /// TASK_STATE_WORKING whose message says it, as the spec's WatchSession example shows. The
+    /// task's state does not change; only streams see the note.
+    pub fn working_note(&self, task_id: &str, context_id: &str, text: &str) {
+        let status = json!({"statusUpdate": {
+            "taskId": task_id, "contextId": context_id,
+            "status": {
+                "state": TaskState::Working.wire(),
+                "message": {
+                    "messageId": crate::ids::MessageId::mint().to_string(),
+                    "contextId": context_id, "taskId": task_id, "role": "ROLE_AGENT",
+                    "parts": [{"mediaType": "text/plain", "text": text}],
+                },
+                "timestamp": crate::clock::Millis::now().rfc3339(),
+            },
+        }});
+        self.push(task_id, status, false);
+    }
+
     /// Wakes on every new event (it carries the newest id).
     pub fn subscribe(&self) -> watch::Receiver<u64> {
         self.newest.subscribe()

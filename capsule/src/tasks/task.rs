@@ -55,6 +55,9 @@ pub struct TaskInput {
     pub forget_session: bool,
     /// How far the text is trusted; the task's outbound messages carry it on.
     pub trust: Trust,
+    /// The message's image parts (media type, bytes), in part order, as the door checked them
+    /// against `context.images`; only an http capsule takes any.
+    pub images: Vec<(String, Vec<u8>)>,
 }
 
 impl TaskInput {
@@ -66,6 +69,11 @@ impl TaskInput {
                 .reference_task_ids
                 .iter()
                 .map(|id| id.capacity() + std::mem::size_of::<String>())
+                .sum::<usize>()
+            + self
+                .images
+                .iter()
+                .map(|(m, b)| m.capacity() + b.capacity())
                 .sum::<usize>()
     }
 }

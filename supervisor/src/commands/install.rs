@@ -1,9 +1,12 @@
 //! `mur install [--manifest M]`: resolves the manifest's artifacts — built-in drivers, and the
 //! commands process drivers run (on PATH or by path) — reports what is missing, and says which
-//! containment (DESIGN §3) harness attempts will run in, and why. This release installs nothing
+//! containment (DESIGN §3) harness attempts will run in, and why. An http driver is built in;
+//! its gateway endpoint is checked to accept a connection. This release installs nothing
 //! from a registry: what is missing is named with how to get it.
 
+use std::net::{TcpStream, ToSocketAddrs};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use capsule::manifest::{self, Artifact, Document, Manifest};
 use capsule::process::Containment;
@@ -27,11 +30,17 @@ fn find_program(program: &str) -> Option<PathBuf> {
 /// One line about an artifact, and whether it is ready.
 fn resolve(a: &Artifact) -> (String, bool) {
     let version = a.version.as_deref().unwrap_or("-");
-    if a.is_http_driver() {
-        return (
-            format!("ok       {} {version}: built-in http driver", a.name),
-            true,
-        );
+    if let Some(gateway) = a.gateway.as_ref().filter(|_| a.is_http_driver()) {
+        return match reach(&gateway.endpoint) {
+            Ok(at) => (
+                format!(
+                    "ok       {} {version}: built-in http driver, endpoint {at} answers",
+                    a.name
+                ),
+                true,
+            ),
+            Err(why) => (format!("missing  {} {version}: {why}", a.name), false),
+        };
     }
     let Some(program) = a.process.as_ref().and_then(|p| p.command.first()) else {
         return (
@@ -46,6 +55,34 @@ fn resolve(a: &Artifact) -> (String, bool) {
             false,
         ),
     }
+}
+
+/// How long `mur install` waits for an endpoint to accept a connection.
+const REACH_WITHIN: Duration = Duration::from_secs(3);
+
+/// Whether an http driver's endpoint is usable and accepts a TCP connection (a quick check:
+/// nothing is sent, no key is used). Answers `host:port`, or what is wrong.
+fn reach(endpoint: &str) -> Result<String, String> {
+    let parsed = capsule::inference::Endpoint::parse(endpoint, None).map_err(|e| e.0)?;
+    let (host, port) = parsed.host_port();
+    let at = parsed.shown();
+    let addrs: Vec<_> = (host, port)
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve {host}: {e}"))?
+        .collect();
+    let mut last = None;
+    for addr in addrs {
+        match TcpStream::connect_timeout(&addr, REACH_WITHIN) {
+            Ok(_) => return Ok(at),
+            Err(e) => last = Some(e),
+        }
+    }
+    let why = last
+        .map(|e| e.to_string())
+        .unwrap_or_else(|| "no address".into());
+    Err(format!(
+        "nothing answers at {at} ({why}); start the server, or fix gateway.endpoint"
+    ))
 }
 
 /// The containment `mur run` would choose here, probed the same way.

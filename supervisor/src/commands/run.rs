@@ -28,11 +28,13 @@ pub(crate) fn check_runnable(m: &Manifest) -> CliResult<()> {
         return Ok(());
     }
     if m.inference.transport == Transport::Http {
-        return Err(CliError::new(
-            Code::NotAvailable,
-            format!("{}: inference.transport: http is not available in this release", m.path.display()),
-            "run the capsule on inference.transport: process with a process driver (see manifests/worker.yaml)",
-        ));
+        return capsule::runtime::http_agent(m).map(|_| ()).map_err(|why| {
+            CliError::new(
+                Code::NotAvailable,
+                format!("{}: {why}", m.path.display()),
+                "give the http driver's artifact a gateway with an https:// endpoint (plain http:// only to 127.0.0.1 or localhost)",
+            )
+        });
     }
     if capsule::harness::driver_of(m).is_none() {
         return Err(CliError::new(
@@ -47,10 +49,10 @@ pub(crate) fn check_runnable(m: &Manifest) -> CliResult<()> {
 /// How the members' harness attempts will be contained (DESIGN §3); `None` when no member
 /// starts a task.
 fn contain(plan: &Plan) -> CliResult<Option<Containment>> {
-    let runs_tasks = plan
-        .members
-        .iter()
-        .any(|m| m.manifest.lifecycle.task_acceptance != TaskAcceptance::None);
+    let runs_tasks = plan.members.iter().any(|m| {
+        m.manifest.lifecycle.task_acceptance != TaskAcceptance::None
+            && m.manifest.inference.transport == Transport::Process
+    });
     if !runs_tasks {
         return Ok(None);
     }

@@ -130,9 +130,10 @@ pub fn render(events: &[Value]) -> String {
                     .unwrap_or_default();
                 let turns = end.get("turns").and_then(Value::as_u64).unwrap_or(0);
                 format!(
-                    "task {}  {}  turns: {turns}  {status}{secs}",
+                    "task {}  {}  turns: {turns}  {}{status}{secs}",
                     n + 1,
-                    short(id)
+                    short(id),
+                    tokens(events, id)
                 )
             }
             None => format!("task {}  {}  (not ended)", n + 1, short(id)),
@@ -481,6 +482,24 @@ fn labelled(label: &str, value: &str) -> String {
         "" => String::new(),
         v => format!("{label} {v}"),
     }
+}
+
+/// `in: N  out: M  ` — the tokens an http capsule's task used, summed over its `inference`
+/// records (as the guide's trace shows them); empty for a task that made no inference call.
+fn tokens(events: &[Value], task: &str) -> String {
+    let calls: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["event_type"] == "inference" && e["task_id"] == task)
+        .collect();
+    if calls.is_empty() {
+        return String::new();
+    }
+    let sum = |key: &str| -> u64 { calls.iter().filter_map(|e| e[key].as_u64()).sum() };
+    format!(
+        "in: {}  out: {}  ",
+        sum("input_tokens"),
+        sum("output_tokens")
+    )
 }
 
 /// `turns N  1.2s` of a task that ran; empty for one canceled before it ran.

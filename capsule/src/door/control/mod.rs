@@ -1,8 +1,9 @@
 //! The control surface: where a harness's helper commands (`mur request-input`,
 //! `mur send-message`, `mur call-member`, `mur delegate-task`, `mur end-without-answer`) reach
 //! their own capsule (DESIGN §8). Authorized by the task's `MURMUR_TASK_TOKEN`, not by a door token (step 1): the
-//! token names the task a helper acts for. One file per helper; every body is a JSON object,
-//! every refusal `{"error": <code>, "message": <sentence>}`.
+//! token names the task a helper acts for. One file per helper, each only reading its body and
+//! calling the shared operation (`crate::operations`), which an http capsule's agent loop calls
+//! too; every body is a JSON object, every refusal `{"error": <code>, "message": <sentence>}`.
 
 mod call_member;
 mod delegate_task;
@@ -18,7 +19,7 @@ use hyper::{Request, StatusCode};
 use serde_json::{Map, Value};
 
 use super::{plain_error, Door, HttpResponse};
-use crate::errands::Refused;
+use crate::operations::Refusal;
 use crate::peers::{DEFAULT_WAIT_SECS, MAX_WAIT_SECS};
 
 pub const PREFIX: &str = "/control/";
@@ -119,20 +120,21 @@ fn wait_within(body: &Map<String, Value>) -> Result<Duration, String> {
     }
 }
 
-/// A task whose errands refuse a new call or ending.
-fn refused(r: Refused) -> HttpResponse {
-    let code = match r {
-        Refused::NotRunning => "task_not_running",
-        Refused::EndingWithoutAnswer => "task_ending",
-    };
-    plain_error(StatusCode::CONFLICT, code, r.message())
+/// An operation's refusal as the control surface answers it.
+fn refusal(r: Refusal) -> HttpResponse {
+    let status = StatusCode::from_u16(r.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    plain_error(status, r.code, &r.message)
 }
 
-/// A call that ended inside the capsule without an outcome (it panicked): the door stays up.
-fn lost_call() -> HttpResponse {
-    plain_error(
-        StatusCode::INTERNAL_SERVER_ERROR,
-        "internal",
-        "the call failed inside the capsule",
-    )
+/// An operation's JSON answer, 200.
+fn answer(value: Value) -> HttpResponse {
+    super::json_response(StatusCode::OK, bytes::Bytes::from(value.to_string()), None)
+}
+
+/// An operation's outcome as the control surface answers it.
+fn respond(outcome: Result<Value, Refusal>) -> HttpResponse {
+    match outcome {
+        Ok(v) => answer(v),
+        Err(r) => refusal(r),
+    }
 }

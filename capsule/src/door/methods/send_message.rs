@@ -67,6 +67,7 @@ fn admit_task(
         reference_task_ids: msg.reference_task_ids.clone(),
         forget_session: msg.forget_session,
         trust,
+        images: std::mem::take(&mut msg.images),
     };
     let admission = door
         .session

@@ -77,6 +77,23 @@ pub enum TraceEvent {
         #[serde(flatten, skip_serializing_if = "Option::is_none")]
         ran: Option<Ran>,
     },
+    /// One inference call of an http capsule's loop, once it answered: the provider's own
+    /// token counts and how long the call took, first byte to last.
+    Inference {
+        task_id: TaskId,
+        /// 1 for the task's first call.
+        turn: u32,
+        /// `anthropic`, `openai` or `deepseek`.
+        provider: &'static str,
+        model: String,
+        input_tokens: u64,
+        output_tokens: u64,
+        /// `end_turn`, `tool_use`, `max_tokens`, or the provider's own word.
+        stop_reason: String,
+        /// The tools the model asked for, by name, in order.
+        tool_calls: Vec<String>,
+        latency_ms: u64,
+    },
     HarnessStart {
         task_id: TaskId,
         context_id: String,
@@ -207,6 +224,8 @@ pub enum Interrupted {
     Queue,
     /// A harness attempt was running.
     Harness,
+    /// An http capsule's loop was running: its inference call in flight was dropped.
+    Inference,
 }
 
 /// How a task ended, in murmur's words.
@@ -414,6 +433,7 @@ impl TraceEvent {
             TraceEvent::TaskFailed { .. } => "task_failed",
             TraceEvent::TaskCanceled { .. } => "task_canceled",
             TraceEvent::TaskEnd { .. } => "task_end",
+            TraceEvent::Inference { .. } => "inference",
             TraceEvent::HarnessStart { .. } => "harness_start",
             TraceEvent::HarnessInterrupt { .. } => "harness_interrupt",
             TraceEvent::HarnessExit { .. } => "harness_exit",
@@ -447,6 +467,16 @@ impl TraceEvent {
             task_id,
             interrupted: Interrupted::Queue,
             in_flight: Vec::new(),
+            harness_killed: None,
+        }
+    }
+
+    /// The cancel of an http capsule's task: the loop stopped, its call in flight dropped.
+    pub fn canceled_in_loop(task_id: TaskId, in_flight: Vec<Value>) -> TraceEvent {
+        TraceEvent::TaskCanceled {
+            task_id,
+            interrupted: Interrupted::Inference,
+            in_flight,
             harness_killed: None,
         }
     }

@@ -1,0 +1,313 @@
+//! The http transport's agent loop: up to `inference.max_turns` calls to the provider, each
+//! streamed into `text` / `thinking` / `tool-call-*` frames and recorded as an `inference`
+//! trace record; the tools the model asks for run through the shared operations and their
+//! results go back to it; its final text is the task's answer. The conversation of a contextId
+//! continues across its tasks. A cancel drops the call in flight at once (its connection with
+//! it).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use base64::Engine;
+use serde_json::{json, Value};
+use tokio::sync::watch;
+
+use super::tools::{self, Stops};
+use crate::ids::TaskId;
+use crate::inference::{Block, CallError, Delta, Driver, Msg, Request, Role, Stop};
+use crate::session::Session;
+use crate::tasks::TaskInput;
+use crate::trace::TraceEvent;
+
+/// What the model is told when a reply was cut at `max_tokens` with turns left.
+const GO_ON: &str = "Your reply was cut off at the token limit. Continue exactly where it stopped.";
+
+/// Why an http task did not finish: the guide's "Final status.state" table, one variant a
+/// cause. The sentence is the task's status message and its `task_failed` cause.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cause {
+    /// An inference call failed (after its retries).
+    Inference(CallError),
+    /// The model ended a turn with no text and no tool call.
+    NoText,
+    /// A request-input wait timed out.
+    InputTimedOut(u64),
+    /// Every turn `inference.max_turns` allows was used.
+    TurnsExhausted(u32),
+    /// Two turns in a row stopped at `max_tokens` with no text and no tool call.
+    CutTwice(u32),
+    /// `inference.max_total_tokens` was passed.
+    SpendCeiling { spent: u64, ceiling: u64 },
+}
+
+impl std::fmt::Display for Cause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Cause::Inference(e) => write!(f, "an inference call failed: {e}"),
+            Cause::NoText => write!(
+                f,
+                "an inference call failed: the model ended its turn with no text and no tool call"
+            ),
+            Cause::InputTimedOut(s) => write!(
+                f,
+                "a request-input wait timed out: no reply came within {s} s"
+            ),
+            Cause::TurnsExhausted(n) => write!(
+                f,
+                "the task used every turn inference.max_turns allows ({n})"
+            ),
+            Cause::CutTwice(n) => write!(
+                f,
+                "two turns in a row stopped at inference.max_tokens ({n}) with no text and no tool call"
+            ),
+            Cause::SpendCeiling { spent, ceiling } => write!(
+                f,
+                "a spend ceiling stopped it: the task used {spent} tokens, past inference.max_total_tokens ({ceiling})"
+            ),
+        }
+    }
+}
+
+/// How the loop ended.
+pub enum Ending {
+    Answer(String),
+    Failed(Cause),
+    /// end-without-answer was accepted (the errands hold the reason).
+    WithoutAnswer,
+    Canceled,
+}
+
+/// The model and driver an http capsule runs on.
+#[derive(Clone)]
+pub struct HttpAgent {
+    pub driver: Driver,
+    pub model: String,
+}
+
+/// One task's run of the loop: its ending and the turns it used.
+pub async fn run(
+    session: &Arc<Session>,
+    agent: &HttpAgent,
+    task: &TaskId,
+    context_id: &str,
+    input: &TaskInput,
+    mut canceled: watch::Receiver<bool>,
+) -> (Ending, u32) {
+    let m = &session.manifest.inference;
+    let system = system_prompt(session);
+    let specs = tools::specs();
+    let mut history = session.conversations.get(context_id);
+    history.push(first_message(input));
+    let (mut answer, mut cut_empty, mut spent) = (String::new(), 0u32, 0u64);
+    for turn in 1..=m.max_turns {
+        let req = Request {
+            model: &agent.model,
+            max_tokens: m.max_tokens,
+            system: &system,
+            messages: &history,
+            tools: &specs,
+        };
+        session
+            .events
+            .working_note(task.as_str(), context_id, &format!("inference turn {turn}"));
+        let began = Instant::now();
+        let mut frames = Frames::new(session, task, context_id, turn);
+        let mut on = |d: Delta<'_>| frames.send(d);
+        let reply = tokio::select! {
+            r = agent.driver.call(&req, &mut on) => r,
+            // Dropping the call drops its connection: the provider stops there.
+            _ = canceled.wait_for(|c| *c) => return (Ending::Canceled, turn),
+        };
+        let reply = match reply {
+            Ok(r) => r,
+            Err(e) => return (Ending::Failed(Cause::Inference(e)), turn),
+        };
+        session.trace.event(TraceEvent::Inference {
+            task_id: task.clone(),
+            turn,
+            provider: agent.driver.provider.word(),
+            model: agent.model.clone(),
+            input_tokens: reply.usage.input_tokens,
+            output_tokens: reply.usage.output_tokens,
+            stop_reason: stop_word(&reply.stop),
+            tool_calls: reply.tool_calls.iter().map(|c| c.name.clone()).collect(),
+            latency_ms: began.elapsed().as_millis() as u64,
+        });
+        spent += reply.usage.input_tokens + reply.usage.output_tokens;
+        if let Some(ceiling) = m.max_total_tokens.filter(|c| spent > *c) {
+            return (Ending::Failed(Cause::SpendCeiling { spent, ceiling }), turn);
+        }
+        let last = turn == m.max_turns;
+        if !reply.tool_calls.is_empty() {
+            cut_empty = 0;
+            let mut said = Vec::new();
+            if !reply.text.is_empty() {
+                said.push(Block::Text(reply.text.clone()));
+            }
+            for c in &reply.tool_calls {
+                let input = serde_json::from_str(&c.arguments).unwrap_or_else(|_| json!({}));
+                said.push(Block::ToolUse {
+                    id: c.id.clone(),
+                    name: c.name.clone(),
+                    input,
+                });
+            }
+            history.push(Msg {
+                role: Role::Assistant,
+                blocks: said,
+            });
+            let mut results = Vec::new();
+            for c in &reply.tool_calls {
+                let answered = tokio::select! {
+                    a = tools::run(session, task, &c.name, &c.arguments) => a,
+                    _ = canceled.wait_for(|c| *c) => return (Ending::Canceled, turn),
+                };
+                results.push(Block::ToolResult {
+                    id: c.id.clone(),
+                    content: answered.content,
+                    is_error: answered.is_error,
+                });
+                match answered.stops {
+                    Some(Stops::WithoutAnswer) => return (Ending::WithoutAnswer, turn),
+                    Some(Stops::InputTimedOut(s)) => {
+                        return (Ending::Failed(Cause::InputTimedOut(s)), turn)
+                    }
+                    None => {}
+                }
+            }
+            history.push(Msg {
+                role: Role::User,
+                blocks: results,
+            });
+            if last {
+                return (Ending::Failed(Cause::TurnsExhausted(m.max_turns)), turn);
+            }
+            continue;
+        }
+        match (&reply.stop, reply.text.is_empty()) {
+            (Stop::MaxTokens, true) => {
+                cut_empty += 1;
+                if cut_empty >= 2 {
+                    return (Ending::Failed(Cause::CutTwice(m.max_tokens)), turn);
+                }
+                if last {
+                    return (Ending::Failed(Cause::TurnsExhausted(m.max_turns)), turn);
+                }
+            }
+            (Stop::MaxTokens, false) if !last => {
+                cut_empty = 0;
+                answer.push_str(&reply.text);
+                history.push(Msg {
+                    role: Role::Assistant,
+                    blocks: vec![Block::Text(reply.text)],
+                });
+                history.push(Msg {
+                    role: Role::User,
+                    blocks: vec![Block::Text(GO_ON.into())],
+                });
+            }
+            (_, true) if answer.is_empty() => return (Ending::Failed(Cause::NoText), turn),
+            // A finished reply, or one cut on the last allowed turn: the answer either way.
+            _ => {
+                answer.push_str(&reply.text);
+                history.push(Msg {
+                    role: Role::Assistant,
+                    blocks: vec![Block::Text(reply.text)],
+                });
+                session.conversations.keep(context_id, history);
+                return (Ending::Answer(answer), turn);
+            }
+        }
+    }
+    (
+        Ending::Failed(Cause::TurnsExhausted(m.max_turns)),
+        m.max_turns,
+    )
+}
+
+/// The task's text, then its images in part order.
+fn first_message(input: &TaskInput) -> Msg {
+    let mut blocks = Vec::new();
+    if !input.text.is_empty() {
+        blocks.push(Block::Text(input.text.clone()));
+    }
+    for (media_type, bytes) in &input.images {
+        blocks.push(Block::Image {
+            media_type: media_type.clone(),
+            base64: base64::engine::general_purpose::STANDARD.encode(bytes),
+        });
+    }
+    Msg {
+        role: Role::User,
+        blocks,
+    }
+}
+
+fn stop_word(stop: &Stop) -> String {
+    match stop {
+        Stop::EndTurn => "end_turn".into(),
+        Stop::ToolUse => "tool_use".into(),
+        Stop::MaxTokens => "max_tokens".into(),
+        Stop::Other(s) => s.clone(),
+    }
+}
+
+fn system_prompt(session: &Session) -> String {
+    let members: Vec<&str> = session
+        .wiring
+        .iter()
+        .flat_map(|w| w.callees.keys().map(String::as_str))
+        .collect();
+    let members = match members.is_empty() {
+        true => "none".to_owned(),
+        false => members.join(", "),
+    };
+    format!(
+        "You are the agent of the murmur capsule {}. Work on the task you are given; your final \
+         message's text is your answer. Your tools talk to the capsule that runs you: \
+         call-member asks a formation member (members you may call: {members}), delegate-task \
+         starts a sub-capsule, send-message reaches an A2A agent the allow list names, \
+         request-input asks the task's sender, end-without-answer ends the task without an \
+         answer.",
+        session.manifest.name
+    )
+}
+
+/// Where one turn's deltas go as frames.
+struct Frames<'a> {
+    session: &'a Session,
+    task: &'a str,
+    context: &'a str,
+    turn: u32,
+}
+
+impl<'a> Frames<'a> {
+    fn new(session: &'a Session, task: &'a TaskId, context: &'a str, turn: u32) -> Self {
+        Frames {
+            session,
+            task: task.as_str(),
+            context,
+            turn,
+        }
+    }
+
+    fn send(&mut self, d: Delta<'_>) {
+        let (frame, text, extra): (&str, &str, Value) = match d {
+            Delta::Text(t) => ("text", t, json!({"turn": self.turn})),
+            Delta::Thinking(t) => ("thinking", t, json!({"turn": self.turn})),
+            Delta::ToolStarted { id, name } => (
+                "tool-call-started",
+                name,
+                json!({"turn": self.turn, "toolCallId": id, "tool": name}),
+            ),
+            Delta::ToolProgress { id, chunk } => (
+                "tool-call-progress",
+                chunk,
+                json!({"turn": self.turn, "toolCallId": id}),
+            ),
+        };
+        self.session
+            .events
+            .frame_for(self.task, self.context, frame, text, extra);
+    }
+}

@@ -1,0 +1,197 @@
+//! The five tools an http capsule's model is offered (DESIGN §8), with their JSON schemas, and
+//! their dispatch to the shared operations (`crate::operations`) — the very code a harness's
+//! helper commands reach through the control surface, so the allow list, credentials, errands
+//! and trace records are the same whichever transport asked.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{json, Map, Value};
+
+use crate::ids::TaskId;
+use crate::inference::ToolSpec;
+use crate::operations::{self, Refusal, SendArgs, TOLD};
+use crate::peers::{DEFAULT_WAIT_SECS, MAX_WAIT_SECS};
+use crate::session::Session;
+
+/// How long request-input waits for a reply when the model names no `timeout_secs`.
+pub const INPUT_WAIT_SECS: u64 = 1800;
+
+/// The tools, as the model is offered them.
+pub fn specs() -> Vec<ToolSpec> {
+    let timeout = json!({"type": "integer", "minimum": 1, "maximum": MAX_WAIT_SECS,
+        "description": "How many seconds to wait at most."});
+    vec![
+        ToolSpec {
+            name: "call-member",
+            description: "Give a text to one of the formation members this capsule may call, and wait for its answer.",
+            schema: json!({"type": "object", "properties": {
+                "member": {"type": "string", "description": "The member's name."},
+                "text": {"type": "string", "description": "What to ask it."},
+                "timeout_secs": timeout}, "required": ["member", "text"]}),
+        },
+        ToolSpec {
+            name: "delegate-task",
+            description: "Start a sub-capsule (one of the capsules capabilities.delegate.allow lists) with a text as its task, and wait for its response.",
+            schema: json!({"type": "object", "properties": {
+                "capsule": {"type": "string", "description": "The sub-capsule's name."},
+                "text": {"type": "string", "description": "Its task."}},
+                "required": ["capsule", "text"]}),
+        },
+        ToolSpec {
+            name: "send-message",
+            description: "Send a text to the A2A agent at a URL this capsule's network allow list names, and wait until its task settles; answers that task.",
+            schema: json!({"type": "object", "properties": {
+                "url": {"type": "string", "description": "The agent's address, e.g. http://localhost:52222."},
+                "text": {"type": "string"},
+                "context_id": {"type": "string", "description": "Continue this conversation with the agent."},
+                "task_id": {"type": "string", "description": "Reply to this task of the agent's, which waits for input."},
+                "timeout_secs": timeout}, "required": ["url", "text"]}),
+        },
+        ToolSpec {
+            name: "request-input",
+            description: "Ask the person who sent the task a question, and wait for the reply.",
+            schema: json!({"type": "object", "properties": {
+                "question": {"type": "string"},
+                "timeout_secs": timeout}, "required": ["question"]}),
+        },
+        ToolSpec {
+            name: "end-without-answer",
+            description: "End the task without an answer: it fails with the reason, marked as having no answer. Call no tool after it.",
+            schema: json!({"type": "object", "properties": {
+                "reason": {"type": "string"}}, "required": ["reason"]}),
+        },
+    ]
+}
+
+/// What a tool call answered, for the model; and whether the task's loop must stop.
+pub struct Answered {
+    pub content: String,
+    pub is_error: bool,
+    pub stops: Option<Stops>,
+}
+
+/// A tool outcome that ends the loop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stops {
+    /// request-input waited past its bound.
+    InputTimedOut(u64),
+    /// end-without-answer was accepted: the task ends as it said.
+    WithoutAnswer,
+}
+
+fn ok(v: Value) -> Answered {
+    Answered {
+        content: v.to_string(),
+        is_error: false,
+        stops: None,
+    }
+}
+
+fn err(message: String) -> Answered {
+    Answered {
+        content: message,
+        is_error: true,
+        stops: None,
+    }
+}
+
+fn refused(r: Refusal) -> Answered {
+    err(json!({"error": r.code, "message": r.message}).to_string())
+}
+
+/// Runs the tool `name` with the model's `arguments` (JSON text) for `task`.
+pub async fn run(session: &Arc<Session>, task: &TaskId, name: &str, arguments: &str) -> Answered {
+    let args: Map<String, Value> =
+        match serde_json::from_str::<Value>(if arguments.trim().is_empty() {
+            "{}"
+        } else {
+            arguments
+        }) {
+            Ok(Value::Object(m)) => m,
+            _ => return err(format!("the arguments of {name} must be a JSON object")),
+        };
+    let text = |key: &str| {
+        args.get(key)
+            .and_then(Value::as_str)
+            .filter(|s| !s.trim().is_empty())
+            .map(str::to_owned)
+    };
+    let within = match args.get("timeout_secs") {
+        None | Some(Value::Null) => None,
+        Some(v) => match v.as_u64().filter(|s| (1..=MAX_WAIT_SECS).contains(s)) {
+            Some(s) => Some(Duration::from_secs(s)),
+            None => {
+                return err(format!(
+                    "timeout_secs must be a whole number of seconds from 1 to {MAX_WAIT_SECS}"
+                ))
+            }
+        },
+    };
+    let call_within = within.unwrap_or(Duration::from_secs(DEFAULT_WAIT_SECS));
+    match name {
+        "call-member" => {
+            let (Some(member), Some(message)) = (text("member"), text("text")) else {
+                return err("call-member takes a non-empty member and a non-empty text".into());
+            };
+            match operations::call_member(session, task, member, message, call_within).await {
+                Ok(v) => ok(v),
+                Err(r) => refused(r),
+            }
+        }
+        "delegate-task" => {
+            let (Some(capsule), Some(message)) = (text("capsule"), text("text")) else {
+                return err("delegate-task takes a non-empty capsule and a non-empty text".into());
+            };
+            match operations::delegate_task(session, task, capsule, message).await {
+                Ok(v) => ok(v),
+                Err(r) => refused(r),
+            }
+        }
+        "send-message" => {
+            let (Some(url), Some(message)) = (text("url"), text("text")) else {
+                return err("send-message takes a non-empty url and a non-empty text".into());
+            };
+            let args = SendArgs {
+                url,
+                text: message,
+                context_id: text("context_id"),
+                task_id: text("task_id"),
+                within: call_within,
+            };
+            match operations::send_message(session, task, args).await {
+                Ok(v) => ok(v),
+                Err(r) => refused(r),
+            }
+        }
+        "request-input" => {
+            let Some(question) = text("question") else {
+                return err("request-input takes a non-empty question".into());
+            };
+            let bound = within.unwrap_or(Duration::from_secs(INPUT_WAIT_SECS));
+            match operations::request_input(session, task, question, Some(bound)).await {
+                Ok(reply) => ok(json!({ "reply": reply })),
+                Err(r) if r.code == "input_timed_out" => Answered {
+                    stops: Some(Stops::InputTimedOut(bound.as_secs())),
+                    ..refused(r)
+                },
+                Err(r) => refused(r),
+            }
+        }
+        "end-without-answer" => {
+            let Some(reason) = text("reason") else {
+                return err("end-without-answer takes a non-empty reason".into());
+            };
+            match operations::end_without_answer(session, task, reason) {
+                Ok(()) => Answered {
+                    stops: Some(Stops::WithoutAnswer),
+                    ..ok(json!({"ended": true, "message": TOLD}))
+                },
+                Err(r) => refused(r),
+            }
+        }
+        other => err(format!(
+            "there is no tool {other}; the tools are call-member, delegate-task, send-message, request-input and end-without-answer"
+        )),
+    }
+}

@@ -1,0 +1,321 @@
+//! The one way a driver reaches its provider: a fresh HTTP/1.1 connection per call (dialled
+//! through `policy::dial`, like every outbound connection of the capsule), over TLS
+//! (rustls with the webpki roots, set up through hyper-rustls) for `https://`, plain only to a
+//! loopback address. Dropping the [`Body`] a call answers drops the connection at once, so a
+//! canceled task stops the provider's work (and its billing) rather than waiting it out.
+//!
+//! The API key lives only here: it goes into the request's headers and nowhere else, and
+//! [`Endpoint::scrub`] removes it from anything a provider echoes back before that becomes a
+//! message.
+
+use std::net::IpAddr;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use serde_json::Value;
+use tokio::task::JoinHandle;
+
+use super::error::Failure;
+
+/// How long a TCP connect (and then the TLS handshake) may take.
+const CONNECT_WITHIN: Duration = Duration::from_secs(10);
+/// How long the provider may go silent mid-stream before the call is given up.
+const IDLE_WITHIN: Duration = Duration::from_secs(300);
+/// The most of an error body read.
+const ERROR_BODY_LIMIT: usize = 64 << 10;
+
+/// `gateway.endpoint` and `gateway.api_key`, checked.
+#[derive(Clone)]
+pub struct Endpoint {
+    tls: bool,
+    host: String,
+    port: u16,
+    /// The path prefix (`/v1` in `https://api.openai.com/v1`), without a trailing slash.
+    base: String,
+    api_key: Option<Arc<str>>,
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Endpoint({})", self.shown())
+    }
+}
+
+/// Why `gateway.endpoint` cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndpointError(pub String);
+
+impl Endpoint {
+    /// Reads an `http://` or `https://` URL; plain http only to loopback.
+    pub fn parse(url: &str, api_key: Option<&str>) -> Result<Endpoint, EndpointError> {
+        let bad = |why: &str| EndpointError(format!("gateway.endpoint {url} {why}"));
+        let (tls, rest) = match (url.strip_prefix("https://"), url.strip_prefix("http://")) {
+            (Some(r), _) => (true, r),
+            (None, Some(r)) => (false, r),
+            _ => return Err(bad("is not an http:// or https:// URL")),
+        };
+        let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+        let (host, port) = match authority.rsplit_once(':') {
+            Some((h, p)) if !h.ends_with(']') || h.starts_with('[') => {
+                let port = p
+                    .parse::<u16>()
+                    .map_err(|_| bad("has a port that is not a number"))?;
+                (h, port)
+            }
+            _ => (authority, if tls { 443 } else { 80 }),
+        };
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        if host.is_empty() {
+            return Err(bad("names no host"));
+        }
+        if !tls && !is_loopback(host) {
+            return Err(bad(
+                "is plain http to a host that is not loopback; use https://",
+            ));
+        }
+        Ok(Endpoint {
+            tls,
+            host: host.to_owned(),
+            port,
+            base: path.trim_end_matches('/').to_owned(),
+            api_key: api_key.filter(|k| !k.is_empty()).map(Arc::from),
+        })
+    }
+
+    /// `host:port`, for messages and `mur install`.
+    pub fn shown(&self) -> String {
+        format!("{}:{}", self.host, self.port)
+    }
+
+    pub fn host_port(&self) -> (&str, u16) {
+        (&self.host, self.port)
+    }
+
+    pub(super) fn api_key(&self) -> Option<&str> {
+        self.api_key.as_deref()
+    }
+
+    /// The failure with the API key taken out of whatever text it carries.
+    pub(super) fn scrub(&self, f: Failure) -> Failure {
+        let Some(key) = self.api_key.as_deref() else {
+            return f;
+        };
+        let clean = |s: String| s.replace(key, "[redacted]");
+        match f {
+            Failure::Status {
+                status,
+                detail,
+                retry_after,
+            } => Failure::Status {
+                status,
+                detail: clean(detail),
+                retry_after,
+            },
+            Failure::Connect(s) => Failure::Connect(clean(s)),
+            Failure::Tls(s) => Failure::Tls(clean(s)),
+            Failure::Malformed(s) => Failure::Malformed(clean(s)),
+            Failure::Streamed(s) => Failure::Streamed(clean(s)),
+            Failure::Truncated => Failure::Truncated,
+        }
+    }
+
+    /// POSTs `body` as JSON to `base + path`; answers the streaming body of a 2xx answer, or
+    /// the failure (an error status with the provider's own message).
+    pub(super) async fn post(
+        &self,
+        path: &str,
+        headers: &[(&'static str, String)],
+        body: &Value,
+    ) -> Result<Body, Failure> {
+        let (mut sender, connection) = self.connect().await?;
+        let authority = match (self.tls, self.port) {
+            (true, 443) | (false, 80) => self.host.clone(),
+            _ => self.shown(),
+        };
+        let mut req = hyper::Request::post(format!("{}{path}", self.base))
+            .header(hyper::header::HOST, authority)
+            .header(hyper::header::CONTENT_TYPE, "application/json")
+            .header(hyper::header::ACCEPT, "text/event-stream");
+        for (name, value) in headers {
+            req = req.header(*name, value);
+        }
+        let req = req
+            .body(Full::new(Bytes::from(body.to_string())))
+            .map_err(|e| Failure::Malformed(format!("cannot build the request: {e}")))?;
+        let answer = sender.send_request(req).await.map_err(|e| {
+            Failure::Connect(format!("the connection failed before an answer: {e}"))
+        })?;
+        let status = answer.status().as_u16();
+        if !(200..300).contains(&status) {
+            let retry_after = answer
+                .headers()
+                .get("retry-after")
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .map(Duration::from_secs);
+            let detail = error_detail(answer.into_body()).await;
+            return Err(Failure::Status {
+                status,
+                detail,
+                retry_after,
+            });
+        }
+        Ok(Body {
+            incoming: answer.into_body(),
+            _connection: Connection(connection),
+        })
+    }
+
+    async fn connect(
+        &self,
+    ) -> Result<
+        (
+            hyper::client::conn::http1::SendRequest<Full<Bytes>>,
+            JoinHandle<()>,
+        ),
+        Failure,
+    > {
+        let at = self.shown();
+        let scheme = if self.tls { "https" } else { "http" };
+        let host = match self.host.contains(':') {
+            true => format!("[{}]", self.host),
+            false => self.host.clone(),
+        };
+        // The one dial path (`policy`), for the endpoint the manifest's driver declares.
+        let allowed = crate::policy::gateway(&format!("{scheme}://{host}:{}", self.port))
+            .map_err(|r| Failure::Connect(r.reason))?;
+        let tcp = crate::policy::dial(&allowed, CONNECT_WITHIN)
+            .await
+            .map_err(|e| Failure::Connect(format!("{at}: {e}")))?;
+        let _ = tcp.set_nodelay(true);
+        if !self.tls {
+            return handshake(TokioIo::new(tcp)).await;
+        }
+        let name = rustls::pki_types::ServerName::try_from(self.host.clone())
+            .map_err(|e| Failure::Tls(format!("{} is not a server name: {e}", self.host)))?;
+        let tls = tokio::time::timeout(CONNECT_WITHIN, tls_connector().connect(name, tcp))
+            .await
+            .map_err(|_| {
+                Failure::Tls(format!(
+                    "{at}: no handshake within {} s",
+                    CONNECT_WITHIN.as_secs()
+                ))
+            })?
+            .map_err(|e| Failure::Tls(format!("{at}: {e}")))?;
+        handshake(TokioIo::new(tls)).await
+    }
+}
+
+async fn handshake<T>(
+    io: TokioIo<T>,
+) -> Result<
+    (
+        hyper::client::conn::http1::SendRequest<Full<Bytes>>,
+        JoinHandle<()>,
+    ),
+    Failure,
+>
+where
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (sender, conn) = hyper::client::conn::http1::handshake(io)
+        .await
+        .map_err(|e| Failure::Connect(format!("the HTTP handshake failed: {e}")))?;
+    let driving = tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    Ok((sender, driving))
+}
+
+/// rustls with the webpki roots and the ring provider, built once.
+fn tls_connector() -> tokio_rustls::TlsConnector {
+    static CONFIG: OnceLock<Arc<rustls::ClientConfig>> = OnceLock::new();
+    let config = CONFIG.get_or_init(|| {
+        use hyper_rustls::ConfigBuilderExt;
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map(|b| b.with_webpki_roots().with_no_client_auth());
+        match config {
+            Ok(c) => Arc::new(c),
+            // ring supports the default versions; this is unreachable, and stays harmless.
+            Err(_) => Arc::new(
+                rustls::ClientConfig::builder()
+                    .with_webpki_roots()
+                    .with_no_client_auth(),
+            ),
+        }
+    });
+    tokio_rustls::TlsConnector::from(config.clone())
+}
+
+fn is_loopback(host: &str) -> bool {
+    host.eq_ignore_ascii_case("localhost")
+        || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// The provider's own error message from an error body (both providers nest it as
+/// `error.message`), or the body's start when it is not JSON.
+async fn error_detail(body: Incoming) -> String {
+    let bytes = match tokio::time::timeout(
+        Duration::from_secs(10),
+        Limited::new(body, ERROR_BODY_LIMIT).collect(),
+    )
+    .await
+    {
+        Ok(Ok(b)) => b.to_bytes(),
+        _ => return String::new(),
+    };
+    let parsed: Option<Value> = serde_json::from_slice(&bytes).ok();
+    let message = parsed.as_ref().and_then(|v| {
+        v.pointer("/error/message")
+            .or_else(|| v.get("message"))
+            .or_else(|| v.get("error"))
+            .and_then(Value::as_str)
+    });
+    let text = match message {
+        Some(m) => m.to_owned(),
+        None => String::from_utf8_lossy(&bytes).trim().to_owned(),
+    };
+    text.chars().take(300).collect()
+}
+
+/// Aborts the task driving the connection when dropped: the socket closes with it.
+struct Connection(JoinHandle<()>);
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// A 2xx answer's body, read chunk by chunk.
+pub struct Body {
+    incoming: Incoming,
+    _connection: Connection,
+}
+
+impl Body {
+    /// The next chunk; `None` at the end. An error mid-body, or a provider silent past the
+    /// idle bound, is a truncated stream.
+    pub async fn chunk(&mut self) -> Result<Option<Bytes>, Failure> {
+        loop {
+            let frame = tokio::time::timeout(IDLE_WITHIN, self.incoming.frame())
+                .await
+                .map_err(|_| Failure::Truncated)?;
+            match frame {
+                None => return Ok(None),
+                Some(Err(_)) => return Err(Failure::Truncated),
+                Some(Ok(f)) => {
+                    if let Ok(data) = f.into_data() {
+                        return Ok(Some(data));
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,235 @@
+//! The http transport's inference drivers (DESIGN §2 `agent`): one call to a model provider's
+//! API, streamed, in the provider's own wire format — Anthropic's Messages API, or OpenAI's Chat
+//! Completions (OpenAI, DeepSeek, and any compatible server: llama.cpp, vLLM, Ollama). The loop
+//! (`agent::http`) speaks only the neutral types here: a conversation of [`Msg`]s in, a
+//! [`Reply`] out, [`Delta`]s as they stream.
+
+mod anthropic;
+mod client;
+pub mod conversation;
+mod error;
+mod openai;
+mod retry;
+mod sse;
+
+use serde_json::Value;
+
+pub use client::{Endpoint, EndpointError};
+pub use error::{CallError, Failure};
+pub use retry::{Backoff, MAX_ATTEMPTS};
+
+use crate::manifest::Builtin;
+
+/// The provider a built-in http driver speaks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Provider {
+    Anthropic,
+    OpenAi,
+    DeepSeek,
+}
+
+impl Provider {
+    /// The provider a built-in artifact names; `None` for the process presets.
+    pub fn of(builtin: Builtin) -> Option<Provider> {
+        match builtin {
+            Builtin::Anthropic => Some(Provider::Anthropic),
+            Builtin::OpenAi => Some(Provider::OpenAi),
+            Builtin::DeepSeek => Some(Provider::DeepSeek),
+            _ => None,
+        }
+    }
+
+    /// How messages name it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Provider::Anthropic => "Anthropic",
+            Provider::OpenAi => "OpenAI",
+            Provider::DeepSeek => "DeepSeek",
+        }
+    }
+
+    /// The trace's spelling.
+    pub fn word(&self) -> &'static str {
+        match self {
+            Provider::Anthropic => "anthropic",
+            Provider::OpenAi => "openai",
+            Provider::DeepSeek => "deepseek",
+        }
+    }
+}
+
+/// Who said a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    User,
+    Assistant,
+}
+
+/// One piece of a message.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Block {
+    Text(String),
+    /// An image the door took: its media type and base64 bytes.
+    Image {
+        media_type: String,
+        base64: String,
+    },
+    /// The model asked for a tool.
+    ToolUse {
+        id: String,
+        name: String,
+        input: Value,
+    },
+    /// What a tool answered, fed back to the model.
+    ToolResult {
+        id: String,
+        content: String,
+        is_error: bool,
+    },
+}
+
+/// One message of a conversation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Msg {
+    pub role: Role,
+    pub blocks: Vec<Block>,
+}
+
+impl Msg {
+    /// What it holds, roughly, in bytes (the conversation store's bound).
+    pub fn held_bytes(&self) -> usize {
+        self.blocks
+            .iter()
+            .map(|b| match b {
+                Block::Text(t) => t.len(),
+                Block::Image { base64, .. } => base64.len(),
+                Block::ToolUse { input, .. } => input.to_string().len(),
+                Block::ToolResult { content, .. } => content.len(),
+            })
+            .sum()
+    }
+}
+
+/// A tool offered to the model.
+#[derive(Debug, Clone)]
+pub struct ToolSpec {
+    pub name: &'static str,
+    pub description: &'static str,
+    /// A JSON schema for its input.
+    pub schema: Value,
+}
+
+/// One call: what the model is given.
+pub struct Request<'a> {
+    pub model: &'a str,
+    pub max_tokens: u32,
+    pub system: &'a str,
+    pub messages: &'a [Msg],
+    pub tools: &'a [ToolSpec],
+}
+
+/// Why the model stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stop {
+    /// It finished its turn.
+    EndTurn,
+    /// It asked for tools.
+    ToolUse,
+    /// It reached `max_tokens`.
+    MaxTokens,
+    /// Anything else the provider named.
+    Other(String),
+}
+
+/// Token counts the provider reported.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}
+
+/// A tool call the model made.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    /// Its arguments, as the model wrote them (JSON, possibly malformed).
+    pub arguments: String,
+}
+
+/// What one call answered.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reply {
+    pub text: String,
+    pub thinking: String,
+    pub tool_calls: Vec<ToolCall>,
+    pub stop: Stop,
+    pub usage: Usage,
+}
+
+/// Something the model streamed, as it arrives.
+pub enum Delta<'a> {
+    Text(&'a str),
+    Thinking(&'a str),
+    ToolStarted { id: &'a str, name: &'a str },
+    ToolProgress { id: &'a str, chunk: &'a str },
+}
+
+/// A built-in http driver, ready to call.
+#[derive(Clone)]
+pub struct Driver {
+    pub provider: Provider,
+    pub endpoint: Endpoint,
+}
+
+impl Driver {
+    /// One call, retried on 429 and 5xx within [`MAX_ATTEMPTS`]; each delta goes to `on`.
+    pub async fn call(
+        &self,
+        req: &Request<'_>,
+        on: &mut (dyn FnMut(Delta<'_>) + Send),
+    ) -> Result<Reply, CallError> {
+        let body = match self.provider {
+            Provider::Anthropic => anthropic::body(req),
+            Provider::OpenAi | Provider::DeepSeek => openai::body(req),
+        };
+        let path = match self.provider {
+            Provider::Anthropic => "/v1/messages",
+            Provider::OpenAi | Provider::DeepSeek => "/chat/completions",
+        };
+        let mut backoff = Backoff::new();
+        loop {
+            let attempt = self.attempt(path, &body, on).await;
+            match attempt {
+                Err(e) if e.retryable() => match backoff.next(e.retry_after()) {
+                    Some(wait) => tokio::time::sleep(wait).await,
+                    None => return Err(e.after_attempts(backoff.attempts())),
+                },
+                other => return other.map_err(|e| e.after_attempts(backoff.attempts())),
+            }
+        }
+    }
+
+    async fn attempt(
+        &self,
+        path: &str,
+        body: &Value,
+        on: &mut (dyn FnMut(Delta<'_>) + Send),
+    ) -> Result<Reply, CallError> {
+        let fail = |f: Failure| CallError::new(self.provider, f);
+        let headers = match self.provider {
+            Provider::Anthropic => anthropic::headers(self.endpoint.api_key()),
+            Provider::OpenAi | Provider::DeepSeek => openai::headers(self.endpoint.api_key()),
+        };
+        let mut stream = self
+            .endpoint
+            .post(path, &headers, body)
+            .await
+            .map_err(|f| fail(self.endpoint.scrub(f)))?;
+        let parsed = match self.provider {
+            Provider::Anthropic => anthropic::read(&mut stream, on).await,
+            Provider::OpenAi | Provider::DeepSeek => openai::read(&mut stream, on).await,
+        };
+        parsed.map_err(|f| fail(self.endpoint.scrub(f)))
+    }
+}

@@ -1,0 +1,57 @@
+//! The five operations a task's agent may run through its capsule (DESIGN §8): request-input,
+//! send-message, call-member, delegate-task and end-without-answer. A harness reaches them
+//! through its helper commands and the door's control surface (`door::control`); an http
+//! capsule's agent loop calls them in-process as tools (`agent::tools`). Both run exactly this
+//! code: the allow list, credentials, errands and trace records are the same either way.
+//!
+//! Each answers a JSON value on success, or a [`Refusal`]: the control surface's HTTP status,
+//! code and sentence, which the loop hands the model as the tool's error.
+
+mod call_member;
+mod delegate_task;
+mod end_without_answer;
+mod request_input;
+mod send_message;
+
+pub use call_member::call_member;
+pub use delegate_task::delegate_task;
+pub use end_without_answer::{end_without_answer, TOLD};
+pub use request_input::request_input;
+pub use send_message::{send_message, SendArgs};
+
+use crate::errands::Refused;
+
+/// Why an operation did not run (or ran without an outcome).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// The HTTP status the control surface answers with.
+    pub status: u16,
+    /// The control surface's `error` code, e.g. `unknown_member`.
+    pub code: &'static str,
+    /// The sentence saying why.
+    pub message: String,
+}
+
+impl Refusal {
+    pub fn new(status: u16, code: &'static str, message: impl Into<String>) -> Refusal {
+        Refusal {
+            status,
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// A task whose errands refuse a new call or ending.
+    fn errands(r: Refused) -> Refusal {
+        let code = match r {
+            Refused::NotRunning => "task_not_running",
+            Refused::EndingWithoutAnswer => "task_ending",
+        };
+        Refusal::new(409, code, r.message())
+    }
+
+    /// A call that ended inside the capsule without an outcome (it panicked).
+    fn lost() -> Refusal {
+        Refusal::new(500, "internal", "the call failed inside the capsule")
+    }
+}
