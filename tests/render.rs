@@ -356,6 +356,43 @@ fn allow_list_addresses_become_ip_blocks_and_host_names_are_named_as_not_rendere
     validate(&file);
 }
 
+#[test]
+fn an_http_members_gateway_is_its_egress_where_an_address_names_it() {
+    let home = Home::new();
+    let http = |endpoint: &str| {
+        format!(
+            "name: lead\nversion: \"0.1.0\"\nartifacts:\n  - name: murmur/driver-openai\n    version: \"0.19.0\"\n    runtime: driver\n    gateway: {{ endpoint: \"{endpoint}\" }}\ninference:\n  transport: http\n  model: m\n  driver: {{ artifact: murmur/driver-openai }}\n"
+        )
+    };
+    home.write("gw/by-ip.yaml", &http("https://10.9.8.7:8443/v1"));
+    home.write("gw/by-name.yaml", &http("https://api.openai.com/v1"));
+    let formation = home.write(
+        "gw/formation.yaml",
+        "formation:\n  name: gw\n  version: \"0.1.0\"\n  entry: ip\n  members:\n    ip:\n      manifest: by-ip.yaml\n    name:\n      manifest: by-name.yaml\n",
+    );
+    let objects = render(&home, &formation);
+    let by_ip = named(&objects, "NetworkPolicy", "gw-ip");
+    assert_eq!(
+        by_ip["spec"]["egress"].as_array().unwrap().last().unwrap(),
+        &json!({"to": [{"ipBlock": {"cidr": "10.9.8.7/32"}}], "ports": [{"protocol": "TCP", "port": 8443}]}),
+        "{by_ip}"
+    );
+    assert!(by_ip["metadata"].get("annotations").is_none(), "{by_ip}");
+    // A host name is no address: the policy says so rather than opening all egress.
+    let by_name = named(&objects, "NetworkPolicy", "gw-name");
+    assert_eq!(
+        by_name["metadata"]["annotations"],
+        json!({"murmur.dev/allow-not-rendered": "https://api.openai.com:443"})
+    );
+    assert_eq!(
+        by_name["spec"]["egress"].as_array().unwrap().len(),
+        1,
+        "DNS only: {by_name}"
+    );
+    let file = home.write("gw.yaml", &as_yaml(&objects));
+    validate(&file);
+}
+
 fn as_yaml(objects: &[Value]) -> String {
     objects
         .iter()

@@ -1,8 +1,10 @@
 //! The formation's NetworkPolicies (DESIGN §11): one that denies every formation pod all
 //! ingress and egress, then one per member allowing exactly its edges — ingress on its door
 //! from the members that call it (and, for the entry member, from pods labelled
-//! `murmur.dev/client: "true"`), egress to its callees' doors, to the cluster DNS, and to the
-//! hosts of its manifest's `capabilities.network.allow` that a NetworkPolicy can name.
+//! `murmur.dev/client: "true"`), egress to its callees' doors, to the cluster DNS, to the
+//! hosts of its manifest's `capabilities.network.allow` that a NetworkPolicy can name, and (on
+//! `inference.transport: http`) to its driver's `gateway.endpoint`, which the capsule dials as
+//! its own inference whatever its allow list says.
 //!
 //! A NetworkPolicy names addresses, not host names: an IP entry becomes an `ipBlock`, a
 //! `localhost` entry needs nothing (it stays inside the pod), and a host name cannot be
@@ -74,7 +76,7 @@ pub fn member_policy(plan: &Plan, layout: &Layout, i: usize) -> Value {
         .map(|c| json!({ "to": [pods_of(layout, c)], "ports": [tcp(layout.members[c].port)] }))
         .collect();
     egress.push(dns());
-    let (allowed, unrendered) = allow_rules(&member.manifest.capabilities.network_allow);
+    let (allowed, unrendered) = allow_rules(&destinations(&member.manifest));
     egress.extend(allowed);
 
     let mut metadata = json!({
@@ -112,6 +114,20 @@ fn dns() -> Value {
             { "protocol": "TCP", "port": 53 },
         ],
     })
+}
+
+/// Where a member's capsule may dial besides its callees: its allow list, and the gateway of
+/// an http driver.
+fn destinations(m: &capsule::manifest::Manifest) -> Vec<String> {
+    let mut all = m.capabilities.network_allow.clone();
+    if m.inference.transport == capsule::manifest::Transport::Http {
+        let gateway = m.driver_artifact().and_then(|a| a.gateway.as_ref());
+        // An entry names a destination, not the endpoint's path.
+        if let Some(Ok(allowed)) = gateway.map(|g| capsule::policy::gateway(&g.endpoint)) {
+            all.push(allowed.target().origin());
+        }
+    }
+    all
 }
 
 /// Egress rules for the allow list's IP entries; the entries no rule can express.
