@@ -205,6 +205,14 @@ fn check_deployment(d: &Value, object: &str) {
         json!({"name": "MURMUR_CAPSULE_CONFIG",
                "valueFrom": {"configMapKeyRef": {"name": object, "key": "capsule.json"}}})
     );
+    // The user's own variables (API keys) come from `<formation>-env`, when it exists.
+    let formation = d["metadata"]["labels"]["murmur.dev/formation"]
+        .as_str()
+        .unwrap();
+    assert_eq!(
+        c["envFrom"],
+        json!([{"secretRef": {"name": format!("{formation}-env"), "optional": true}}])
+    );
     // The door's own tokens never reach the pod: only the wiring is mounted.
     let wiring = pod["volumes"]
         .as_array()
@@ -695,6 +703,14 @@ fn refusals_name_what_was_wrong() {
     assert_eq!(
         refused(&home, &["render", "--target", "kubernetes", deny.to_str().unwrap()]),
         "error[E-RND-002]: member default-deny: \"deny-default-deny\" is the name of the formation's default-deny NetworkPolicy\n  hint: rename the member\n"
+    );
+    let env = home.write(
+        "env/formation.yaml",
+        "formation:\n  name: keys\n  version: \"0.1.0\"\n  entry: env\n  members:\n    env:\n      manifest: ../deleg/child.yaml\n",
+    );
+    assert_eq!(
+        refused(&home, &["render", "--target", "kubernetes", env.to_str().unwrap()]),
+        "error[E-RND-002]: member env: \"keys-env\" is the name of the Secret of the formation's own variables\n  hint: rename the member\n"
     );
     let long = home.write(
         "long/formation.yaml",

@@ -15,6 +15,16 @@ pub const DEFAULT_PORT: u16 = 8080;
 /// `<formation>-default-deny` names the formation's own NetworkPolicy, so no member may.
 pub const DEFAULT_DENY: &str = "default-deny";
 
+/// `<formation>-env` names the Secret of the user's own variables (API keys a manifest's
+/// `${VAR}` reads), which every member's container takes when it exists; no member may take it.
+pub const ENV_SECRET: &str = "env";
+
+/// Object names the formation keeps for itself, and what each names.
+const RESERVED: [(&str, &str); 2] = [
+    (DEFAULT_DENY, "the formation's default-deny NetworkPolicy"),
+    (ENV_SECRET, "the Secret of the formation's own variables"),
+];
+
 /// Label keys (docs/kubernetes.md).
 pub const FORMATION_LABEL: &str = "murmur.dev/formation";
 pub const MEMBER_LABEL: &str = "murmur.dev/member";
@@ -66,10 +76,10 @@ impl Layout {
                     "name the formation and its members with letters, digits, '-' and '_', starting with a letter, together at most 62 characters",
                 ));
             }
-            if label == DEFAULT_DENY {
+            if let Some((_, what)) = RESERVED.iter().find(|(name, _)| *name == label) {
                 return Err(CliError::new(
                     Code::RenderRefused,
-                    format!("member {}: {object:?} is the name of the formation's default-deny NetworkPolicy", m.name),
+                    format!("member {}: {object:?} is the name of {what}", m.name),
                     "rename the member",
                 ));
             }

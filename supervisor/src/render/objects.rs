@@ -14,7 +14,7 @@ use capsule::process::containment;
 use capsule::runtime::{CapsuleConfig, CONFIG_ENV};
 use capsule::wiring::Wiring;
 
-use super::names::Layout;
+use super::names::{Layout, ENV_SECRET};
 use super::secrets::WIRING_KEY;
 use crate::error::{CliError, CliResult, Code};
 use crate::formation::plan::PlannedMember;
@@ -140,7 +140,7 @@ pub fn deployment(layout: &Layout, i: usize, image: &str) -> Value {
                         "fsGroup": RUN_AS,
                         "seccompProfile": { "type": "RuntimeDefault" },
                     },
-                    "containers": [container(placed.port, &placed.object, image)],
+                    "containers": [container(placed.port, &placed.object, &layout.formation, image)],
                     "volumes": [
                         { "name": "config", "configMap": { "name": placed.object } },
                         {
@@ -171,7 +171,7 @@ fn probe(period: u32, failures: u32) -> Value {
 }
 
 /// The capsule's container: `mur capsule --listen 0.0.0.0:PORT` (docs/kubernetes.md).
-fn container(port: u16, object: &str, image: &str) -> Value {
+fn container(port: u16, object: &str, formation: &str, image: &str) -> Value {
     json!({
         "name": "capsule",
         "image": image,
@@ -186,6 +186,10 @@ fn container(port: u16, object: &str, image: &str) -> Value {
             { "name": "HOME", "value": STATE_DIR },
             { "name": "TMPDIR", "value": "/tmp" },
         ],
+        // The user's own variables (API keys), when they made that Secret (docs/kubernetes.md).
+        "envFrom": [{
+            "secretRef": { "name": format!("{formation}-{ENV_SECRET}"), "optional": true },
+        }],
         "ports": [{ "name": "door", "containerPort": port, "protocol": "TCP" }],
         "readinessProbe": probe(5, 3),
         "livenessProbe": probe(20, 6),
