@@ -6,20 +6,22 @@ use std::fmt;
 /// A prefixed, time-ordered identifier.
 macro_rules! id_type {
     ($name:ident, $prefix:literal) => {
+        /// Shared text: a task's id is held by the registry's map, its order and the task
+        /// itself, and cloned into every record about it; clones share one allocation.
         #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
-        pub struct $name(String);
+        pub struct $name(std::sync::Arc<str>);
 
         impl $name {
             pub const PREFIX: &'static str = $prefix;
 
             /// A fresh id.
             pub fn mint() -> Self {
-                $name(format!("{}{}", $prefix, uuid::Uuid::now_v7().simple()))
+                $name(format!("{}{}", $prefix, uuid::Uuid::now_v7().simple()).into())
             }
 
             /// Takes an id as a client spelled it; the door looks ids up, it never trusts their shape.
             pub fn from_wire(s: &str) -> Self {
-                $name(s.to_owned())
+                $name(s.into())
             }
 
             pub fn as_str(&self) -> &str {

@@ -247,6 +247,7 @@ async fn run(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
         .map(|_| TokenTable::new(&session.manifest.name, &config.tokens));
     let door = Arc::new(Door::new(session.clone(), tokens));
     let serving = tokio::spawn(door.serve(listener));
+    let trimming = tokio::spawn(give_back_memory());
     {
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{READY_LINE}").and_then(|_| out.flush());
@@ -258,6 +259,7 @@ async fn run(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
     session.cancel_all().await;
     let _ = session.shutdown.send(true);
     let _ = serving.await;
+    trimming.abort();
     if let Some(worker) = worker {
         let _ = tokio::time::timeout(GRACE + Duration::from_secs(5), worker).await;
     }
@@ -343,6 +345,16 @@ fn admit_launch(session: &Session, launch: &LaunchTask) -> Option<crate::ids::Ta
 }
 
 /// Returns on SIGTERM or SIGINT, or when the worker ends the session (`after_task: exit`).
+/// Every [`crate::allocator::TRIM_EVERY`], hands malloc's free pages back (off the door's threads).
+async fn give_back_memory() {
+    let mut every = tokio::time::interval(crate::allocator::TRIM_EVERY);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        every.tick().await;
+        let _ = tokio::task::spawn_blocking(crate::allocator::give_back_free_pages).await;
+    }
+}
+
 async fn wait_for_end(session: &Session) {
     let mut ended = session.shutdown.subscribe();
     let (Ok(mut term), Ok(mut int)) = (

@@ -4,7 +4,8 @@
 
 use std::ffi::OsString;
 use std::io::Read;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -13,8 +14,7 @@ use nix::sys::signal::Signal;
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout};
 
 use super::containment::{Containment, Mode};
-use super::keeper::{KeeperArgs, Report, STATUS_FD};
-use super::setup::ChildSetup;
+use super::keeper::{KeeperArgs, Report};
 use super::tree;
 
 /// How long the keeper has to end everything after SIGTERM before it is killed outright.
@@ -55,18 +55,26 @@ pub struct Contained {
 
 impl Contained {
     /// Starts `spec` under a keeper in `containment`, with piped stdin, stdout and stderr.
+    ///
+    /// The keeper is started with posix_spawn (vfork and exec), not fork: a fork of the capsule
+    /// copies its page tables and write-protects its whole heap, so every page the door's
+    /// threads write afterwards takes a copy-on-write fault (the profile in BENCHMARKS.md). That
+    /// is why no code runs between fork and exec here; the keeper does that setup itself.
     pub fn spawn(mur: &Path, containment: &Containment, spec: Spec) -> std::io::Result<Contained> {
+        let (status_r, status_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
         let keeper_args = KeeperArgs {
             namespaces: containment.mode == Mode::Namespaces,
             probe: false,
             hide: containment.hidden.clone(),
+            status_fd: Some(status_w.as_raw_fd()),
+            parent: Some(std::process::id() as i32),
             program: spec.program.into(),
             args: spec.args.into_iter().map(OsString::from).collect(),
         };
-        let (status_r, status_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
         let mut cmd = std::process::Command::new(mur);
         cmd.args(keeper_args.to_args())
             .current_dir(&spec.cwd)
+            .process_group(0)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -76,14 +84,13 @@ impl Contained {
         for k in &spec.env_remove {
             cmd.env_remove(k);
         }
-        ChildSetup {
-            own_group: true,
-            death_signal: Some(Signal::SIGTERM),
-            fds: vec![(status_w.as_raw_fd(), STATUS_FD)],
-        }
-        .apply(&mut cmd);
-        let mut keeper = tokio::process::Command::from(cmd).spawn()?;
+        // The keeper inherits the status pipe's write end: close-on-exec is lifted for this
+        // spawn only (the agent loop starts one harness at a time, and the capsule starts no
+        // other process), and this process's copy is closed right after.
+        inheritable(&status_w)?;
+        let keeper = tokio::process::Command::from(cmd).spawn();
         drop(status_w);
+        let mut keeper = keeper?;
         let pid = keeper.id().map(|p| p as i32).unwrap_or(0);
         let status = tokio::task::spawn_blocking(move || {
             let mut text = String::new();
@@ -153,4 +160,15 @@ impl Contained {
             None => Exit::Ended,
         }
     }
+}
+
+/// Lifts close-on-exec from `fd`, so the next process started inherits it.
+fn inheritable(fd: &OwnedFd) -> std::io::Result<()> {
+    let fd = fd.as_raw_fd();
+    // SAFETY: fcntl on a descriptor this process owns.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+    if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }

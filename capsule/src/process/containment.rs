@@ -105,6 +105,8 @@ fn probe(mur: &Path, hidden: &[PathBuf]) -> Result<(), String> {
         namespaces: true,
         probe: true,
         hide: hidden.to_vec(),
+        status_fd: None,
+        parent: None,
         program: Default::default(),
         args: Vec::new(),
     };

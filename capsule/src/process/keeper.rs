@@ -30,7 +30,6 @@ use super::tree;
 /// The hidden subcommand the capsule runs.
 pub const SUBCOMMAND: &str = "__contain";
 /// The descriptor the keeper writes its status line on.
-pub const STATUS_FD: RawFd = 3;
 /// The keeper's exit status when it could not set up containment.
 const SETUP_FAILED: i32 = 125;
 /// How long the fallback sweep may take before the keeper gives up on stragglers.
@@ -43,12 +42,19 @@ pub struct KeeperArgs {
     /// Set up the namespaces, then end without running anything (containment::detect).
     pub probe: bool,
     pub hide: Vec<PathBuf>,
+    /// The descriptor the keeper reports on (see [`Report`]); the capsule leaves it open.
+    pub status_fd: Option<RawFd>,
+    /// The capsule's pid: the keeper arms its parent-death signal and checks the capsule did
+    /// not die before it was armed (the capsule starts it with posix_spawn, so no code of the
+    /// capsule's runs between fork and exec to do it there).
+    pub parent: Option<i32>,
     pub program: OsString,
     pub args: Vec<OsString>,
 }
 
 impl KeeperArgs {
-    /// `__contain [--namespaces] [--probe] [--hide DIR]... -- PROGRAM ARGS...`
+    /// `__contain [--namespaces] [--probe] [--hide DIR]... [--status-fd N] [--parent PID] --
+    /// PROGRAM ARGS...`
     pub fn to_args(&self) -> Vec<OsString> {
         let mut out: Vec<OsString> = vec![SUBCOMMAND.into()];
         if self.namespaces {
@@ -60,6 +66,14 @@ impl KeeperArgs {
         for dir in &self.hide {
             out.push("--hide".into());
             out.push(dir.into());
+        }
+        if let Some(fd) = self.status_fd {
+            out.push("--status-fd".into());
+            out.push(fd.to_string().into());
+        }
+        if let Some(pid) = self.parent {
+            out.push("--parent".into());
+            out.push(pid.to_string().into());
         }
         out.push("--".into());
         if !self.probe {
@@ -80,6 +94,8 @@ impl KeeperArgs {
                     let dir = args.next().ok_or("--hide needs a folder")?;
                     k.hide.push(dir.into());
                 }
+                Some("--status-fd") => k.status_fd = Some(number(args.next(), "--status-fd")?),
+                Some("--parent") => k.parent = Some(number(args.next(), "--parent")?),
                 Some("--") => {
                     if !k.probe {
                         k.program = args.next().ok_or("no program after --")?;
@@ -94,7 +110,16 @@ impl KeeperArgs {
     }
 }
 
-/// How the harness ended, as the keeper reports it: one line on [`STATUS_FD`].
+/// A number argument's value.
+fn number(value: Option<OsString>, flag: &str) -> Result<i32, String> {
+    value
+        .as_deref()
+        .and_then(|v| v.to_str())
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| format!("{flag} needs a number"))
+}
+
+/// How the harness ended, as the keeper reports it: one line on the status descriptor.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Report {
     Exited(i32),
@@ -126,18 +151,43 @@ impl Report {
     }
 }
 
-/// The status descriptor, when the capsule gave one; close-on-exec so the harness never holds it.
-fn status_channel() -> Option<File> {
+/// The status descriptor the capsule named, when it is open; close-on-exec so the harness
+/// never holds it.
+fn status_channel(fd: RawFd) -> Option<File> {
     // SAFETY: fcntl on a descriptor number; F_GETFD fails harmlessly when it is not open.
-    let open = unsafe { libc::fcntl(STATUS_FD, libc::F_GETFD) } >= 0;
+    let open = unsafe { libc::fcntl(fd, libc::F_GETFD) } >= 0;
     if !open {
         return None;
     }
-    // SAFETY: as above; the capsule placed the status pipe here and nothing else owns it.
+    // SAFETY: as above; the capsule left the status pipe here and nothing else owns it.
     unsafe {
-        libc::fcntl(STATUS_FD, libc::F_SETFD, libc::FD_CLOEXEC);
-        Some(File::from_raw_fd(STATUS_FD))
+        libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+        Some(File::from_raw_fd(fd))
     }
+}
+
+/// What the capsule's fork used to do before exec, done here: the parent-death signal, checked
+/// against a capsule that died before it was armed, and nothing else this process inherited
+/// beyond stdio going further than this process (marked close-on-exec, not closed).
+fn settle_in(parent: Option<i32>) -> Result<(), String> {
+    // SAFETY: close_range only sets flags on this process's own descriptors.
+    unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            3 as libc::c_uint,
+            libc::c_uint::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        );
+    }
+    let Some(parent) = parent else {
+        return Ok(());
+    };
+    nix::sys::prctl::set_pdeathsig(Signal::SIGTERM)
+        .map_err(|e| format!("cannot arm the parent-death signal: {e}"))?;
+    if nix::unistd::getppid().as_raw() != parent {
+        return Err("the capsule ended before its keeper started".into());
+    }
+    Ok(())
 }
 
 fn report(status: &mut Option<File>, r: Report) {
@@ -156,8 +206,6 @@ fn waited_signals() -> SigSet {
 
 /// The keeper's entry point: the arguments after the subcommand; answers the exit status.
 pub fn main(args: impl Iterator<Item = OsString>) -> i32 {
-    // First, before anything can take descriptor 3 for itself.
-    let mut status = status_channel();
     let args = match KeeperArgs::parse(args) {
         Ok(a) => a,
         Err(why) => {
@@ -165,6 +213,11 @@ pub fn main(args: impl Iterator<Item = OsString>) -> i32 {
             return SETUP_FAILED;
         }
     };
+    let mut status = args.status_fd.and_then(status_channel);
+    if let Err(why) = settle_in(args.parent) {
+        report(&mut status, Report::SetupFailed(why));
+        return SETUP_FAILED;
+    }
     // Signals are taken with sigwait, so they are never lost between checks.
     if let Err(e) =
         nix::sys::signal::sigprocmask(SigmaskHow::SIG_BLOCK, Some(&waited_signals()), None)
@@ -424,6 +477,8 @@ mod tests {
             namespaces: true,
             probe: false,
             hide: vec!["/home/me/.murmur/run".into()],
+            status_fd: Some(7),
+            parent: Some(4242),
             program: "python3".into(),
             args: vec!["harness.py".into(), "--".into(), "--hide".into()],
         };
@@ -432,6 +487,7 @@ mod tests {
         let back = KeeperArgs::parse(argv.into_iter().skip(1)).unwrap();
         assert!(back.namespaces && !back.probe);
         assert_eq!(back.hide, k.hide);
+        assert_eq!((back.status_fd, back.parent), (Some(7), Some(4242)));
         assert_eq!(back.program, k.program);
         assert_eq!(back.args, k.args);
     }
@@ -456,6 +512,8 @@ mod tests {
         let parse = |v: &[&str]| KeeperArgs::parse(v.iter().map(OsString::from));
         assert!(parse(&["--bogus"]).is_err());
         assert!(parse(&["--hide"]).is_err());
+        assert!(parse(&["--status-fd", "x", "--"]).is_err());
+        assert!(parse(&["--parent"]).is_err());
         assert!(parse(&["--namespaces"]).is_err());
         assert!(parse(&["--"]).is_err());
         assert!(parse(&["--probe", "--"]).is_ok());

@@ -11,12 +11,13 @@ mod sse;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use serde::Serialize;
 use serde_json::{json, Value};
 use tokio::sync::watch;
 
 pub use sse::{frame_result, open, SseBody, StreamSpec};
 
-use crate::tasks::{Task, TaskState};
+use crate::tasks::{Status, Task, TaskState};
 
 /// The stream extension's URI: frames ride in `metadata` under it, and a request names it in
 /// A2A-Extensions to have them.
@@ -29,6 +30,21 @@ pub const REPLAY: usize = 1024;
 /// response (up to 8 MiB from a harness), so 1024 of them could be 8 GiB; 32 MiB keeps the
 /// last four such answers, or the last 1024 ordinary events. The newest event is always kept.
 pub const REPLAY_BYTES: usize = 32 << 20;
+
+/// A statusUpdate event's `result`, in the spec's key order.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct StatusEvent<'a> {
+    status_update: StatusUpdate<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct StatusUpdate<'a> {
+    task_id: &'a str,
+    context_id: &'a str,
+    status: Status<'a>,
+}
 
 /// One numbered event: a StreamResponse `result`, serialised once for every stream.
 #[derive(Debug)]
@@ -95,9 +111,12 @@ impl EventLog {
     }
 
     fn push(&self, task_id: &str, result: Value, ends_task: bool) {
+        self.push_text(task_id, result.to_string(), ends_task);
+    }
+
+    fn push_text(&self, task_id: &str, mut result: String, ends_task: bool) {
         // Serialising grows its buffer by doubling: give back the slack of an event kept for
         // replay (a large one is its own mapping, which shrinks in place).
-        let mut result = result.to_string();
         result.shrink_to_fit();
         let mut log = self.lock();
         let event = Arc::new(Event {
@@ -133,10 +152,16 @@ impl EventLog {
                 self.push(ids.0, update, false);
             }
         }
-        let status = json!({"statusUpdate": {
-            "taskId": ids.0, "contextId": ids.1, "status": task.status_json(),
-        }});
-        self.push(ids.0, status, task.state.is_terminal());
+        // Rendered straight to text: this runs for every change, under the registry's lock.
+        let status = StatusEvent {
+            status_update: StatusUpdate {
+                task_id: ids.0,
+                context_id: ids.1,
+                status: task.status(),
+            },
+        };
+        let text = serde_json::to_string(&status).unwrap_or_default();
+        self.push_text(ids.0, text, task.state.is_terminal());
     }
 
     /// A murmur frame about a task (a harness turn's text, …), numbered like any event.

@@ -13,4 +13,4 @@ pub use registry::{
 };
 pub use residue::{Residue, ResidueItem};
 pub use state::{StateFilter, TaskState};
-pub use task::{Owner, Task, TaskInput, Viewer};
+pub use task::{Owner, Status, Task, TaskInput, Viewer};

@@ -1,5 +1,6 @@
 //! One task as the registry keeps it, and its A2A v1.0 ProtoJSON view (what GetTask answers).
 
+use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 use super::state::TaskState;
@@ -126,6 +127,33 @@ fn artifact(name: &str, parts: Vec<Value>) -> Value {
     json!({"artifactId": name, "name": name, "parts": parts})
 }
 
+/// A task's `status`, in the spec's key order.
+#[derive(Serialize)]
+pub struct Status<'a> {
+    state: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<StatusMessage<'a>>,
+    timestamp: String,
+}
+
+/// The agent's message a terminal status carries: its sentence as one text part.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct StatusMessage<'a> {
+    message_id: String,
+    context_id: &'a str,
+    task_id: &'a str,
+    role: &'static str,
+    parts: [TextPart<'a>; 1],
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct TextPart<'a> {
+    text: &'a str,
+    media_type: &'static str,
+}
+
 impl Task {
     /// What the task holds, in bytes: the record itself, its ids, its status sentence, its
     /// response, prompt, residue and metadata, and its input while it still has one. The
@@ -154,22 +182,30 @@ impl Task {
 
     /// The status object: state, message on a terminal task that said something, timestamp.
     pub fn status_json(&self) -> Value {
-        let mut status = Map::new();
-        status.insert("state".into(), Value::from(self.state.wire()));
-        if let (true, Some(text)) = (self.state.is_terminal(), &self.status_text) {
-            status.insert(
-                "message".into(),
-                json!({
-                    "messageId": format!("msg_{}_status", self.id),
-                    "contextId": self.context_id,
-                    "taskId": self.id.as_str(),
-                    "role": "ROLE_AGENT",
-                    "parts": [text_part(text)],
-                }),
-            );
+        serde_json::to_value(self.status()).unwrap_or_default()
+    }
+
+    /// [`Task::status_json`] as a typed view: serialised straight to text where a stream event
+    /// needs it, without building a JSON tree first (every task change renders one).
+    pub fn status(&self) -> Status<'_> {
+        let message = match (self.state.is_terminal(), &self.status_text) {
+            (true, Some(text)) => Some(StatusMessage {
+                message_id: format!("msg_{}_status", self.id),
+                context_id: &self.context_id,
+                task_id: self.id.as_str(),
+                role: "ROLE_AGENT",
+                parts: [TextPart {
+                    text,
+                    media_type: "text/plain",
+                }],
+            }),
+            _ => None,
+        };
+        Status {
+            state: self.state.wire(),
+            message,
+            timestamp: self.changed_at.rfc3339(),
         }
-        status.insert("timestamp".into(), Value::from(self.changed_at.rfc3339()));
-        Value::Object(status)
     }
 
     /// The task's artifacts, in the order response, prompt, residue.

@@ -265,25 +265,27 @@ impl Registry {
         } else {
             TaskState::Submitted
         };
+        let task = |context_id, input| Task {
+            id: id.clone(),
+            context_id,
+            owner: owner.clone(),
+            state,
+            status_text: refusal.map(str::to_owned),
+            changed_at: Millis::now(),
+            seq: 0,
+            response: None,
+            prompt: None,
+            residue: Vec::new(),
+            murmur_metadata: Map::new(),
+            input,
+            held: 0,
+        };
         inner.tasks.insert(
             id.clone(),
-            Task {
-                id: id.clone(),
-                context_id,
-                owner,
-                state,
-                status_text: refusal.map(str::to_owned),
-                changed_at: Millis::now(),
-                seq: 0,
-                response: None,
-                prompt: None,
-                residue: Vec::new(),
-                murmur_metadata: Map::new(),
-                input: refusal.is_none().then_some(input),
-                held: 0,
-            },
+            task(context_id.clone(), refusal.is_none().then_some(input)),
         );
         inner.touch(&id);
+        let changed_at = inner.tasks.get(&id).map(|t| t.changed_at);
         if refusal.is_none() {
             inner.queue.push_back(id.clone());
             let (cancel, _) = watch::channel(false);
@@ -295,9 +297,13 @@ impl Registry {
                 },
             );
         }
-        let json = inner.json_of(&id);
         drop(inner);
         self.changed();
+        // The answer is rendered once the lock is released, from what was just recorded: every
+        // admission takes this lock, and a JSON tree built under it is time other threads wait.
+        let mut answer = task(context_id, None);
+        answer.changed_at = changed_at.unwrap_or(answer.changed_at);
+        let json = answer.to_json(None);
         match refusal {
             None => Admission::Accepted(id, json),
             Some(_) => Admission::Rejected(id, json),
