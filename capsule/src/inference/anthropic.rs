@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use super::client::Body;
 use super::error::Failure;
 use super::sse::Parser;
-use super::{Block, Delta, Msg, Reply, Request, Role, Stop, ToolCall, Usage};
+use super::{Block, Delta, Msg, Reply, Request, Role, Stop, ToolCall};
 
 const VERSION: &str = "2023-06-01";
 
@@ -76,13 +76,7 @@ pub async fn read(
     on: &mut (dyn FnMut(Delta<'_>) + Send),
 ) -> Result<Reply, Failure> {
     let mut parser = Parser::default();
-    let mut reply = Reply {
-        text: String::new(),
-        thinking: String::new(),
-        tool_calls: Vec::new(),
-        stop: Stop::Other("none".into()),
-        usage: Usage::default(),
-    };
+    let mut reply = Reply::unfinished();
     let mut open: Vec<(u64, Open)> = Vec::new();
     let mut stopped = false;
     while let Some(chunk) = body.chunk().await? {

@@ -167,6 +167,19 @@ pub struct Reply {
     pub usage: Usage,
 }
 
+impl Reply {
+    /// Where a stream's reading starts: nothing yet, and no stop reason until the stream says.
+    pub fn unfinished() -> Reply {
+        Reply {
+            text: String::new(),
+            thinking: String::new(),
+            tool_calls: Vec::new(),
+            stop: Stop::Other("none".into()),
+            usage: Usage::default(),
+        }
+    }
+}
+
 /// Something the model streamed, as it arrives.
 pub enum Delta<'a> {
     Text(&'a str),

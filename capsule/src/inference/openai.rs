@@ -103,13 +103,7 @@ pub async fn read(
     on: &mut (dyn FnMut(Delta<'_>) + Send),
 ) -> Result<Reply, Failure> {
     let mut parser = Parser::default();
-    let mut reply = Reply {
-        text: String::new(),
-        thinking: String::new(),
-        tool_calls: Vec::new(),
-        stop: Stop::Other("none".into()),
-        usage: Usage::default(),
-    };
+    let mut reply = Reply::unfinished();
     // The stream's tool-call `index` → its place in `reply.tool_calls`.
     let mut by_index: Vec<(u64, usize)> = Vec::new();
     let (mut finished, mut done) = (false, false);
