@@ -136,6 +136,30 @@ fn watched_frames(port: u16, task: &str) -> Vec<Value> {
             .and_then(|m| m.get(STREAM_URI))
         {
             if r["message"]["taskId"] == task {
+                // A task's frame message keeps the order of every task message the spec shows.
+                let keys: Vec<&str> = r["message"]
+                    .as_object()
+                    .unwrap()
+                    .keys()
+                    .map(String::as_str)
+                    .collect();
+                assert_eq!(
+                    keys,
+                    [
+                        "messageId",
+                        "contextId",
+                        "taskId",
+                        "role",
+                        "parts",
+                        "metadata"
+                    ],
+                    "{data}"
+                );
+                assert_eq!(r["message"]["role"], "ROLE_AGENT", "{data}");
+                assert_eq!(
+                    r["message"]["parts"][0]["mediaType"], "text/plain",
+                    "{data}"
+                );
                 let mut f = meta.clone();
                 f["text"] = r["message"]["parts"][0]["text"].clone();
                 frames.push(f);
@@ -391,14 +415,50 @@ fn openai_context_continues_images_reach_the_model_and_forget_session_is_refused
         (inf[1]["provider"].as_str(), inf[1]["input_tokens"].as_u64()),
         (Some("openai"), Some(20))
     );
+    // "The task's task_start record lists each image under attachments."
+    let starts = events(&trace, "task_start");
+    assert_eq!(starts[0]["attachments"], json!(["image/png, 70 bytes"]));
+    assert_eq!(starts[1]["attachments"], json!([]));
+    // An http capsule's stream extension names the frames agent-card.md lists for it.
+    let card = http(run.port, "GET", "/.well-known/agent-card.json", &[], b"").json();
+    let stream = card["capabilities"]["extensions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["uri"] == STREAM_URI)
+        .unwrap_or_else(|| panic!("no stream extension: {card}"));
+    assert_eq!(
+        stream["params"]["frames"],
+        json!([
+            "text",
+            "thinking",
+            "tool-call-started",
+            "tool-call-progress",
+            "artifact",
+            "gap",
+            "lagged",
+            "connection-ack",
+            "capsule-closed"
+        ])
+    );
 
     // forgetSession reaches only a process capsule.
     let forget = json!({"message": {"messageId": "m3", "role": "ROLE_USER", "contextId": "ctx-1",
         "parts": [{"text": "again"}],
         "metadata": {"https://docs.murmur.nexus/reference/agent-card/#murmur-door-v1": {"forgetSession": true}}}});
-    let resp = run.rpc("SendMessage", forget);
-    assert_eq!(resp["error"]["code"], -32602, "{resp}");
-    assert_eq!(resp["error"]["message"], "forgetSession asks this capsule to forget the harness session this context names, and only a capsule on inference.transport: process has one");
+    let before = run.total_tasks();
+    let resp = run.call("SendMessage", forget);
+    assert_rpc_error(
+        &resp,
+        json!(1),
+        &invalid_params("forgetSession asks this capsule to forget the harness session this context names, and only a capsule on inference.transport: process has one"),
+        "forgetSession on an http capsule",
+    );
+    assert_eq!(
+        run.total_tasks(),
+        before,
+        "a refused message starts no task"
+    );
     drop(run);
     assert_no_key_written(&home);
 }

@@ -95,7 +95,7 @@ async fn run_task(
         context_id: context_id.clone(),
         message_id: input.message_id.clone(),
         reference_task_ids: input.reference_task_ids.clone(),
-        attachments: Vec::new(),
+        attachments: attachments(&input.images),
     });
     if input.forget_session {
         if let Some(dropped) = session.set_harness_session(&context_id, None) {
@@ -168,6 +168,15 @@ async fn run_task(
         .registry
         .finish_with(&id, outcome.clone(), errands.no_answer_below);
     outcome
+}
+
+/// The task_start record's `attachments`: each image the door took, in part order, by its
+/// media type and size (the bytes themselves stay out of the trace).
+fn attachments(images: &[(String, Vec<u8>)]) -> Vec<String> {
+    images
+        .iter()
+        .map(|(media_type, bytes)| format!("{media_type}, {} bytes", bytes.len()))
+        .collect()
 }
 
 /// Turns an http loop's ending into the task's outcome.

@@ -52,7 +52,8 @@ pub enum TraceEvent {
         context_id: String,
         message_id: String,
         reference_task_ids: Vec<String>,
-        /// Files handed to the agent with the task; a process capsule takes none.
+        /// The images handed to the agent with the task (`image/png, 68 bytes`), in part order;
+        /// a process capsule takes none.
         attachments: Vec<String>,
     },
     TaskFailed {
