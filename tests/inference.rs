@@ -605,6 +605,52 @@ fn every_failure_cause_ends_the_task_naming_it() {
     assert_no_key_written(&home);
 }
 
+/// A cut answer whose continuation closes with no text still completes with the pieces, and
+/// the context's next task sends back a history Anthropic accepts: no empty text block.
+#[test]
+fn a_continued_answer_closing_empty_keeps_a_history_without_empty_blocks() {
+    let home = Home::new();
+    let fake = Fake::start();
+    fake.script([
+        texts(anthropic::text(
+            "",
+            &["Hello, world"],
+            "max_tokens",
+            (5, 256),
+        )),
+        texts(anthropic::text("", &[], "end_turn", (5, 0))),
+        texts(anthropic::text("", &["again"], "end_turn", (5, 1))),
+    ]);
+    let manifest = home.write(
+        "w/murmur.yaml",
+        &capsule("anthropic", &base(&fake, "anthropic"), "", QUEUE),
+    );
+    let run = Launch::start_env(&home, &manifest, &[], &[(KEY_VAR, KEY.into())]);
+    let send = |id: &str, text: &str| {
+        let m = json!({"message": {"messageId": id, "role": "ROLE_USER", "contextId": "ctx-c",
+            "parts": [{"text": text}]}});
+        run.rpc("SendMessage", m)["result"]["task"].clone()
+    };
+    let first = send("m1", "greet");
+    assert_eq!(first["status"]["state"], "TASK_STATE_COMPLETED", "{first}");
+    assert_eq!(answer_of(&first), "Hello, world");
+    let second = send("m2", "once more");
+    assert_eq!(answer_of(&second), "again", "{second}");
+    let seen = fake.seen();
+    let msgs = seen[2].body["messages"].as_array().unwrap();
+    for m in msgs {
+        for block in m["content"].as_array().unwrap() {
+            assert!(block["type"] != "text" || block["text"] != "", "{m}");
+        }
+    }
+    assert_eq!(
+        msgs.last().unwrap(),
+        &json!({"role": "user", "content": [{"type": "text", "text": "once more"}]})
+    );
+    drop(run);
+    assert_no_key_written(&home);
+}
+
 /// Provider errors become task failures naming the provider and the status; 429 and 5xx are
 /// retried (429 after its retry-after) within the bound.
 #[test]
@@ -819,6 +865,32 @@ fn install_resolves_http_drivers_and_says_what_is_missing() {
     assert!(
         stderr.starts_with("error[E-RUN-030]: 1 of 1 artifacts of http-worker are missing"),
         "{stderr}"
+    );
+
+    // A host that resolves nowhere (.invalid never does): what failed, and what to check.
+    let manifest = home.write(
+        "e/murmur.yaml",
+        &capsule("openai", "https://api.example.invalid/v1", "", ONE_TASK),
+    );
+    let out = home
+        .mur()
+        .env(KEY_VAR, KEY)
+        .args(["install", "--manifest", manifest.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    let line = stdout
+        .lines()
+        .find(|l| {
+            l.starts_with(
+                "missing  murmur/driver-openai 0.19.0: cannot resolve api.example.invalid (",
+            )
+        })
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(
+        line.ends_with("); check gateway.endpoint, or this machine's DNS"),
+        "{line}"
     );
 
     // The key's variable unset: the manifest names it.

@@ -210,10 +210,14 @@ pub async fn run(
             // A finished reply, or one cut on the last allowed turn: the answer either way.
             _ => {
                 answer.push_str(&reply.text);
-                history.push(Msg {
-                    role: Role::Assistant,
-                    blocks: vec![Block::Text(reply.text)],
-                });
+                // An empty close to a continued answer adds nothing, and Anthropic refuses an
+                // empty text block when the context's next task sends the history back.
+                if !reply.text.is_empty() {
+                    history.push(Msg {
+                        role: Role::Assistant,
+                        blocks: vec![Block::Text(reply.text)],
+                    });
+                }
                 session.conversations.keep(context_id, history);
                 return (Ending::Answer(answer), turn);
             }
