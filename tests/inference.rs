@@ -805,6 +805,36 @@ fn cancel_drops_the_call_in_flight_and_the_task_ends_canceled() {
     let canceled = events(&trace, "task_canceled");
     assert_eq!(canceled[0]["interrupted"], "inference", "{trace:?}");
     assert_eq!(events(&trace, "task_end")[0]["status"], "canceled");
+
+    // Canceled while a tool waits (request-input): the record names the tool, not a call.
+    fake.script([texts(anthropic::tool(
+        "toolu_w",
+        "request-input",
+        &["{\"question\": \"Which?\"}"],
+        (3, 3),
+    ))]);
+    let id = run.start_task("ask me");
+    run.wait_task(&id, LONG, |s| s == "TASK_STATE_INPUT_REQUIRED");
+    let resp = run.rpc("CancelTask", json!({"id": id}));
+    assert_eq!(
+        resp["result"]["status"]["state"], "TASK_STATE_CANCELED",
+        "{resp}"
+    );
+    assert!(
+        wait_until(LONG, || events(&home.trace(&run.session), "task_end").len()
+            == 2),
+        "the second task never ended"
+    );
+    let trace = home.trace(&run.session);
+    let canceled = events(&trace, "task_canceled");
+    assert_eq!(
+        (
+            canceled[1]["task_id"].as_str(),
+            canceled[1]["interrupted"].as_str()
+        ),
+        (Some(id.as_str()), Some("tool")),
+        "{trace:?}"
+    );
     drop(run);
     assert_no_key_written(&home);
 }

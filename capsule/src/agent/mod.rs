@@ -186,14 +186,16 @@ fn settle(session: &Session, id: &TaskId, ending: http::Ending) -> Outcome {
         http::Ending::Failed(cause) => Outcome::Failed(cause.to_string()),
         // The errands hold the reason, which the caller applies.
         http::Ending::WithoutAnswer => Outcome::Failed("the task ended without an answer".into()),
-        http::Ending::Canceled => {
+        http::Ending::Canceled(interrupted) => {
             let in_flight = session
                 .registry
                 .read(id.as_str(), &Viewer::Everyone, |t| t.residue.clone())
                 .unwrap_or_default();
-            session
-                .trace
-                .event(TraceEvent::canceled_in_loop(id.clone(), in_flight));
+            session.trace.event(TraceEvent::canceled_in_loop(
+                id.clone(),
+                interrupted,
+                in_flight,
+            ));
             Outcome::CanceledEnded(None)
         }
     }

@@ -227,6 +227,9 @@ pub enum Interrupted {
     Harness,
     /// An http capsule's loop was running: its inference call in flight was dropped.
     Inference,
+    /// An http capsule's loop was running one of the model's tools (a member call, a
+    /// request-input wait, …), which the cancel stopped.
+    Tool,
 }
 
 /// How a task ended, in murmur's words.
@@ -472,11 +475,16 @@ impl TraceEvent {
         }
     }
 
-    /// The cancel of an http capsule's task: the loop stopped, its call in flight dropped.
-    pub fn canceled_in_loop(task_id: TaskId, in_flight: Vec<Value>) -> TraceEvent {
+    /// The cancel of an http capsule's task: the loop stopped where it was — its inference
+    /// call in flight dropped, or the tool it was running stopped.
+    pub fn canceled_in_loop(
+        task_id: TaskId,
+        interrupted: Interrupted,
+        in_flight: Vec<Value>,
+    ) -> TraceEvent {
         TraceEvent::TaskCanceled {
             task_id,
-            interrupted: Interrupted::Inference,
+            interrupted,
             in_flight,
             harness_killed: None,
         }
