@@ -527,6 +527,100 @@ fn an_http_lead_calls_a_process_worker_and_gets_its_answer_back() {
     assert_no_key_written(&home);
 }
 
+/// The guide's hand-wired path with an http orchestrator: its model's send-message reaches the
+/// worker its allow list names (a2a_send on the orchestrator's side, a2a_task_received on the
+/// worker's), and a URL the list does not name is refused before anything is sent.
+#[test]
+fn an_http_orchestrator_sends_the_worker_a_message_through_its_allow_list() {
+    let home = Home::new();
+    let worker = home.write(
+        "worker/murmur.yaml",
+        &(Fixture {
+            name: "my-worker",
+            ..Fixture::default()
+        }
+        .yaml()
+            + "exports:\n  peer_tasks:\n    accept: true\n"),
+    );
+    let worker = Launch::start(&home, &worker, &[]);
+    let url = format!("http://localhost:{}", worker.port);
+    let fake = Fake::start();
+    let send = |id: &str, to: &str| {
+        let args = json!({"url": to, "text": "Acknowledge message from orchestrator capsule."});
+        texts(openai::tool(
+            id,
+            "send-message",
+            &[&args.to_string()],
+            (9, 9),
+        ))
+    };
+    fake.script([
+        send("call_a", "http://localhost:1"),
+        send("call_b", &url),
+        texts(openai::text("", &["sent"], "stop", (9, 1))),
+    ]);
+    let orchestrator = capsule("openai", &base(&fake, "openai"), "", ONE_TASK)
+        + &format!(
+            "capabilities:\n  network:\n    allow:\n      - localhost:{}\n",
+            worker.port
+        );
+    let orchestrator = home.write("orchestrator/murmur.yaml", &orchestrator);
+    let (code, out, err) = run_task(&home, &orchestrator, "tell the worker");
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.ends_with("sent\n"), "{out}");
+
+    let seen = fake.seen();
+    let refused = &seen[1].body["messages"][3];
+    assert_eq!(refused["tool_call_id"], "call_a", "{refused}");
+    let refused: Value = serde_json::from_str(refused["content"].as_str().unwrap()).unwrap();
+    assert_eq!(refused["error"], "not_allowed", "{refused}");
+    let sent = &seen[2].body["messages"][5];
+    assert_eq!(sent["tool_call_id"], "call_b", "{sent}");
+    let sent: Value = serde_json::from_str(sent["content"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        sent["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{sent}"
+    );
+    assert_eq!(sent["task"]["artifacts"][0]["name"], "response", "{sent}");
+    let peer_task = sent["task"]["id"].as_str().unwrap();
+
+    let trace = home.trace(&session_of(&out));
+    let sends = events(&trace, "a2a_send");
+    assert_eq!(sends.len(), 1, "only the allowed send went out: {trace:?}");
+    let keys: Vec<&str> = sends[0]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "event_type",
+            "session_id",
+            "timestamp",
+            "peer_url",
+            "message_id",
+            "task_id",
+            "context_id",
+            "caller_task_id"
+        ]
+    );
+    assert_eq!(
+        (sends[0]["peer_url"].as_str(), sends[0]["task_id"].as_str()),
+        (
+            Some(format!("localhost:{}", worker.port).as_str()),
+            Some(peer_task)
+        )
+    );
+    let received = events(&home.trace(&worker.session), "a2a_task_received")
+        .iter()
+        .any(|e| e["task_id"] == peer_task);
+    assert!(received, "the worker never recorded the task");
+    drop(worker);
+    assert_no_key_written(&home);
+}
+
 /// Each cause of the guide's "Final status.state" table, and the cut reply that still completes.
 #[test]
 fn every_failure_cause_ends_the_task_naming_it() {
