@@ -1029,6 +1029,56 @@ fn install_resolves_http_drivers_and_says_what_is_missing() {
     assert!(stderr.contains(KEY_VAR), "{stderr}");
 }
 
+/// The guide's Step 1 worker manifest, as its text reads, with one provider's driver in it.
+fn guide_worker(driver: &str, version: &str, endpoint: &str, var: &str, model: &str) -> String {
+    format!(
+        "name: my-worker\nversion: \"0.1.0\"\n\nartifacts:\n  - name: murmur/driver-{driver}\n    version: \"{version}\"\n    runtime: driver\n    gateway:\n      endpoint: {endpoint}\n      api_key: ${{{var}}}\n\nnetwork:\n  internal_port: 52222\n\ninference:\n  transport: http\n  model: {model}\n  driver:\n    artifact: murmur/driver-{driver}\n\nlifecycle:\n  task_acceptance: queue\n  after_task: sleep\n  queue_depth: 2\n\nexports:\n  peer_tasks:\n    accept: true\n"
+    )
+}
+
+/// `manifests/worker-*.yaml` are the guide's worker manifests word for word, under a comment.
+#[test]
+fn the_shipped_workers_are_the_guides_manifests() {
+    let rows = [
+        (
+            "anthropic",
+            "0.19.0",
+            "https://api.anthropic.com",
+            "ANTHROPIC_API_KEY",
+            "claude-sonnet-5",
+        ),
+        (
+            "openai",
+            "0.19.0",
+            "https://api.openai.com/v1",
+            "OPENAI_API_KEY",
+            "o3-mini-high",
+        ),
+        (
+            "deepseek",
+            "0.17.0",
+            "https://api.deepseek.com",
+            "DEEPSEEK_API_KEY",
+            "deepseek-r1",
+        ),
+    ];
+    for (driver, version, endpoint, var, model) in rows {
+        let shipped =
+            std::fs::read_to_string(repo_root().join(format!("manifests/worker-{driver}.yaml")))
+                .unwrap();
+        let body: String = shipped
+            .lines()
+            .skip_while(|l| l.starts_with('#'))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        assert_eq!(
+            body,
+            guide_worker(driver, version, endpoint, var, model),
+            "manifests/worker-{driver}.yaml"
+        );
+    }
+}
+
 /// The guide's worker as `manifests/` ships it, on each provider, answers a task through its
 /// provider's wire format (its endpoint pointed at the fake, its pinned port let go).
 #[test]
