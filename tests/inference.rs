@@ -222,7 +222,16 @@ fn anthropic_loop_streams_frames_asks_for_input_and_feeds_the_reply_back() {
         "contextId": ctx, "parts": [{"text": "main"}]}, "configuration": {"returnImmediately": true}});
     assert!(run.rpc("SendMessage", reply)["result"].is_object());
     let task = run.wait_task(&id, LONG, |s| s == "TASK_STATE_COMPLETED");
-    assert_eq!(answer_of(&task), "done on main");
+    // The answer is the response artifact, spelled as the guide's Step 6 shows it.
+    assert_eq!(
+        task["artifacts"],
+        json!([{"artifactId": "response", "name": "response",
+            "parts": [{"text": "done on main", "mediaType": "text/plain"}]}])
+    );
+    assert_eq!(
+        task["status"]["message"]["parts"],
+        json!([{"text": "task completed", "mediaType": "text/plain"}])
+    );
 
     let seen = fake.seen();
     assert_eq!(seen.len(), 2);
