@@ -136,6 +136,30 @@ fn watched_frames(port: u16, task: &str) -> Vec<Value> {
             .and_then(|m| m.get(STREAM_URI))
         {
             if r["message"]["taskId"] == task {
+                // A task's frame message keeps the order of every task message the spec shows.
+                let keys: Vec<&str> = r["message"]
+                    .as_object()
+                    .unwrap()
+                    .keys()
+                    .map(String::as_str)
+                    .collect();
+                assert_eq!(
+                    keys,
+                    [
+                        "messageId",
+                        "contextId",
+                        "taskId",
+                        "role",
+                        "parts",
+                        "metadata"
+                    ],
+                    "{data}"
+                );
+                assert_eq!(r["message"]["role"], "ROLE_AGENT", "{data}");
+                assert_eq!(
+                    r["message"]["parts"][0]["mediaType"], "text/plain",
+                    "{data}"
+                );
                 let mut f = meta.clone();
                 f["text"] = r["message"]["parts"][0]["text"].clone();
                 frames.push(f);
@@ -198,7 +222,16 @@ fn anthropic_loop_streams_frames_asks_for_input_and_feeds_the_reply_back() {
         "contextId": ctx, "parts": [{"text": "main"}]}, "configuration": {"returnImmediately": true}});
     assert!(run.rpc("SendMessage", reply)["result"].is_object());
     let task = run.wait_task(&id, LONG, |s| s == "TASK_STATE_COMPLETED");
-    assert_eq!(answer_of(&task), "done on main");
+    // The answer is the response artifact, spelled as the guide's Step 6 shows it.
+    assert_eq!(
+        task["artifacts"],
+        json!([{"artifactId": "response", "name": "response",
+            "parts": [{"text": "done on main", "mediaType": "text/plain"}]}])
+    );
+    assert_eq!(
+        task["status"]["message"]["parts"],
+        json!([{"text": "task completed", "mediaType": "text/plain"}])
+    );
 
     let seen = fake.seen();
     assert_eq!(seen.len(), 2);
@@ -391,14 +424,50 @@ fn openai_context_continues_images_reach_the_model_and_forget_session_is_refused
         (inf[1]["provider"].as_str(), inf[1]["input_tokens"].as_u64()),
         (Some("openai"), Some(20))
     );
+    // "The task's task_start record lists each image under attachments."
+    let starts = events(&trace, "task_start");
+    assert_eq!(starts[0]["attachments"], json!(["image/png, 70 bytes"]));
+    assert_eq!(starts[1]["attachments"], json!([]));
+    // An http capsule's stream extension names the frames agent-card.md lists for it.
+    let card = http(run.port, "GET", "/.well-known/agent-card.json", &[], b"").json();
+    let stream = card["capabilities"]["extensions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["uri"] == STREAM_URI)
+        .unwrap_or_else(|| panic!("no stream extension: {card}"));
+    assert_eq!(
+        stream["params"]["frames"],
+        json!([
+            "text",
+            "thinking",
+            "tool-call-started",
+            "tool-call-progress",
+            "artifact",
+            "gap",
+            "lagged",
+            "connection-ack",
+            "capsule-closed"
+        ])
+    );
 
     // forgetSession reaches only a process capsule.
     let forget = json!({"message": {"messageId": "m3", "role": "ROLE_USER", "contextId": "ctx-1",
         "parts": [{"text": "again"}],
         "metadata": {"https://docs.murmur.nexus/reference/agent-card/#murmur-door-v1": {"forgetSession": true}}}});
-    let resp = run.rpc("SendMessage", forget);
-    assert_eq!(resp["error"]["code"], -32602, "{resp}");
-    assert_eq!(resp["error"]["message"], "forgetSession asks this capsule to forget the harness session this context names, and only a capsule on inference.transport: process has one");
+    let before = run.total_tasks();
+    let resp = run.call("SendMessage", forget);
+    assert_rpc_error(
+        &resp,
+        json!(1),
+        &invalid_params("forgetSession asks this capsule to forget the harness session this context names, and only a capsule on inference.transport: process has one"),
+        "forgetSession on an http capsule",
+    );
+    assert_eq!(
+        run.total_tasks(),
+        before,
+        "a refused message starts no task"
+    );
     drop(run);
     assert_no_key_written(&home);
 }
@@ -464,6 +533,100 @@ fn an_http_lead_calls_a_process_worker_and_gets_its_answer_back() {
     );
     let trace = home.trace(&session_of(&out));
     assert_eq!(events(&trace, "member_call")[0]["status"], "completed");
+    assert_no_key_written(&home);
+}
+
+/// The guide's hand-wired path with an http orchestrator: its model's send-message reaches the
+/// worker its allow list names (a2a_send on the orchestrator's side, a2a_task_received on the
+/// worker's), and a URL the list does not name is refused before anything is sent.
+#[test]
+fn an_http_orchestrator_sends_the_worker_a_message_through_its_allow_list() {
+    let home = Home::new();
+    let worker = home.write(
+        "worker/murmur.yaml",
+        &(Fixture {
+            name: "my-worker",
+            ..Fixture::default()
+        }
+        .yaml()
+            + "exports:\n  peer_tasks:\n    accept: true\n"),
+    );
+    let worker = Launch::start(&home, &worker, &[]);
+    let url = format!("http://localhost:{}", worker.port);
+    let fake = Fake::start();
+    let send = |id: &str, to: &str| {
+        let args = json!({"url": to, "text": "Acknowledge message from orchestrator capsule."});
+        texts(openai::tool(
+            id,
+            "send-message",
+            &[&args.to_string()],
+            (9, 9),
+        ))
+    };
+    fake.script([
+        send("call_a", "http://localhost:1"),
+        send("call_b", &url),
+        texts(openai::text("", &["sent"], "stop", (9, 1))),
+    ]);
+    let orchestrator = capsule("openai", &base(&fake, "openai"), "", ONE_TASK)
+        + &format!(
+            "capabilities:\n  network:\n    allow:\n      - localhost:{}\n",
+            worker.port
+        );
+    let orchestrator = home.write("orchestrator/murmur.yaml", &orchestrator);
+    let (code, out, err) = run_task(&home, &orchestrator, "tell the worker");
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.ends_with("sent\n"), "{out}");
+
+    let seen = fake.seen();
+    let refused = &seen[1].body["messages"][3];
+    assert_eq!(refused["tool_call_id"], "call_a", "{refused}");
+    let refused: Value = serde_json::from_str(refused["content"].as_str().unwrap()).unwrap();
+    assert_eq!(refused["error"], "not_allowed", "{refused}");
+    let sent = &seen[2].body["messages"][5];
+    assert_eq!(sent["tool_call_id"], "call_b", "{sent}");
+    let sent: Value = serde_json::from_str(sent["content"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        sent["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{sent}"
+    );
+    assert_eq!(sent["task"]["artifacts"][0]["name"], "response", "{sent}");
+    let peer_task = sent["task"]["id"].as_str().unwrap();
+
+    let trace = home.trace(&session_of(&out));
+    let sends = events(&trace, "a2a_send");
+    assert_eq!(sends.len(), 1, "only the allowed send went out: {trace:?}");
+    let keys: Vec<&str> = sends[0]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "event_type",
+            "session_id",
+            "timestamp",
+            "peer_url",
+            "message_id",
+            "task_id",
+            "context_id",
+            "caller_task_id"
+        ]
+    );
+    assert_eq!(
+        (sends[0]["peer_url"].as_str(), sends[0]["task_id"].as_str()),
+        (
+            Some(format!("localhost:{}", worker.port).as_str()),
+            Some(peer_task)
+        )
+    );
+    let received = events(&home.trace(&worker.session), "a2a_task_received")
+        .iter()
+        .any(|e| e["task_id"] == peer_task);
+    assert!(received, "the worker never recorded the task");
+    drop(worker);
     assert_no_key_written(&home);
 }
 
@@ -542,6 +705,52 @@ fn every_failure_cause_ends_the_task_naming_it() {
             );
         }
     }
+    assert_no_key_written(&home);
+}
+
+/// A cut answer whose continuation closes with no text still completes with the pieces, and
+/// the context's next task sends back a history Anthropic accepts: no empty text block.
+#[test]
+fn a_continued_answer_closing_empty_keeps_a_history_without_empty_blocks() {
+    let home = Home::new();
+    let fake = Fake::start();
+    fake.script([
+        texts(anthropic::text(
+            "",
+            &["Hello, world"],
+            "max_tokens",
+            (5, 256),
+        )),
+        texts(anthropic::text("", &[], "end_turn", (5, 0))),
+        texts(anthropic::text("", &["again"], "end_turn", (5, 1))),
+    ]);
+    let manifest = home.write(
+        "w/murmur.yaml",
+        &capsule("anthropic", &base(&fake, "anthropic"), "", QUEUE),
+    );
+    let run = Launch::start_env(&home, &manifest, &[], &[(KEY_VAR, KEY.into())]);
+    let send = |id: &str, text: &str| {
+        let m = json!({"message": {"messageId": id, "role": "ROLE_USER", "contextId": "ctx-c",
+            "parts": [{"text": text}]}});
+        run.rpc("SendMessage", m)["result"]["task"].clone()
+    };
+    let first = send("m1", "greet");
+    assert_eq!(first["status"]["state"], "TASK_STATE_COMPLETED", "{first}");
+    assert_eq!(answer_of(&first), "Hello, world");
+    let second = send("m2", "once more");
+    assert_eq!(answer_of(&second), "again", "{second}");
+    let seen = fake.seen();
+    let msgs = seen[2].body["messages"].as_array().unwrap();
+    for m in msgs {
+        for block in m["content"].as_array().unwrap() {
+            assert!(block["type"] != "text" || block["text"] != "", "{m}");
+        }
+    }
+    assert_eq!(
+        msgs.last().unwrap(),
+        &json!({"role": "user", "content": [{"type": "text", "text": "once more"}]})
+    );
+    drop(run);
     assert_no_key_written(&home);
 }
 
@@ -699,6 +908,36 @@ fn cancel_drops_the_call_in_flight_and_the_task_ends_canceled() {
     let canceled = events(&trace, "task_canceled");
     assert_eq!(canceled[0]["interrupted"], "inference", "{trace:?}");
     assert_eq!(events(&trace, "task_end")[0]["status"], "canceled");
+
+    // Canceled while a tool waits (request-input): the record names the tool, not a call.
+    fake.script([texts(anthropic::tool(
+        "toolu_w",
+        "request-input",
+        &["{\"question\": \"Which?\"}"],
+        (3, 3),
+    ))]);
+    let id = run.start_task("ask me");
+    run.wait_task(&id, LONG, |s| s == "TASK_STATE_INPUT_REQUIRED");
+    let resp = run.rpc("CancelTask", json!({"id": id}));
+    assert_eq!(
+        resp["result"]["status"]["state"], "TASK_STATE_CANCELED",
+        "{resp}"
+    );
+    assert!(
+        wait_until(LONG, || events(&home.trace(&run.session), "task_end").len()
+            == 2),
+        "the second task never ended"
+    );
+    let trace = home.trace(&run.session);
+    let canceled = events(&trace, "task_canceled");
+    assert_eq!(
+        (
+            canceled[1]["task_id"].as_str(),
+            canceled[1]["interrupted"].as_str()
+        ),
+        (Some(id.as_str()), Some("tool")),
+        "{trace:?}"
+    );
     drop(run);
     assert_no_key_written(&home);
 }
@@ -761,6 +1000,32 @@ fn install_resolves_http_drivers_and_says_what_is_missing() {
         "{stderr}"
     );
 
+    // A host that resolves nowhere (.invalid never does): what failed, and what to check.
+    let manifest = home.write(
+        "e/murmur.yaml",
+        &capsule("openai", "https://api.example.invalid/v1", "", ONE_TASK),
+    );
+    let out = home
+        .mur()
+        .env(KEY_VAR, KEY)
+        .args(["install", "--manifest", manifest.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    let line = stdout
+        .lines()
+        .find(|l| {
+            l.starts_with(
+                "missing  murmur/driver-openai 0.19.0: cannot resolve api.example.invalid (",
+            )
+        })
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(
+        line.ends_with("); check gateway.endpoint, or this machine's DNS"),
+        "{line}"
+    );
+
     // The key's variable unset: the manifest names it.
     let out = home
         .mur()
@@ -771,6 +1036,56 @@ fn install_resolves_http_drivers_and_says_what_is_missing() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_ne!(out.status.code(), Some(0));
     assert!(stderr.contains(KEY_VAR), "{stderr}");
+}
+
+/// The guide's Step 1 worker manifest, as its text reads, with one provider's driver in it.
+fn guide_worker(driver: &str, version: &str, endpoint: &str, var: &str, model: &str) -> String {
+    format!(
+        "name: my-worker\nversion: \"0.1.0\"\n\nartifacts:\n  - name: murmur/driver-{driver}\n    version: \"{version}\"\n    runtime: driver\n    gateway:\n      endpoint: {endpoint}\n      api_key: ${{{var}}}\n\nnetwork:\n  internal_port: 52222\n\ninference:\n  transport: http\n  model: {model}\n  driver:\n    artifact: murmur/driver-{driver}\n\nlifecycle:\n  task_acceptance: queue\n  after_task: sleep\n  queue_depth: 2\n\nexports:\n  peer_tasks:\n    accept: true\n"
+    )
+}
+
+/// `manifests/worker-*.yaml` are the guide's worker manifests word for word, under a comment.
+#[test]
+fn the_shipped_workers_are_the_guides_manifests() {
+    let rows = [
+        (
+            "anthropic",
+            "0.19.0",
+            "https://api.anthropic.com",
+            "ANTHROPIC_API_KEY",
+            "claude-sonnet-5",
+        ),
+        (
+            "openai",
+            "0.19.0",
+            "https://api.openai.com/v1",
+            "OPENAI_API_KEY",
+            "o3-mini-high",
+        ),
+        (
+            "deepseek",
+            "0.17.0",
+            "https://api.deepseek.com",
+            "DEEPSEEK_API_KEY",
+            "deepseek-r1",
+        ),
+    ];
+    for (driver, version, endpoint, var, model) in rows {
+        let shipped =
+            std::fs::read_to_string(repo_root().join(format!("manifests/worker-{driver}.yaml")))
+                .unwrap();
+        let body: String = shipped
+            .lines()
+            .skip_while(|l| l.starts_with('#'))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        assert_eq!(
+            body,
+            guide_worker(driver, version, endpoint, var, model),
+            "manifests/worker-{driver}.yaml"
+        );
+    }
 }
 
 /// The guide's worker as `manifests/` ships it, on each provider, answers a task through its

@@ -17,7 +17,7 @@ use crate::ids::TaskId;
 use crate::inference::{Block, CallError, Delta, Driver, Msg, Request, Role, Stop};
 use crate::session::Session;
 use crate::tasks::TaskInput;
-use crate::trace::TraceEvent;
+use crate::trace::{Interrupted, TraceEvent};
 
 /// What the model is told when a reply was cut at `max_tokens` with turns left.
 const GO_ON: &str = "Your reply was cut off at the token limit. Continue exactly where it stopped.";
@@ -74,7 +74,8 @@ pub enum Ending {
     Failed(Cause),
     /// end-without-answer was accepted (the errands hold the reason).
     WithoutAnswer,
-    Canceled,
+    /// Canceled while the loop waited on a call or on a tool.
+    Canceled(Interrupted),
 }
 
 /// The model and driver an http capsule runs on.
@@ -116,7 +117,7 @@ pub async fn run(
         let reply = tokio::select! {
             r = agent.driver.call(&req, &mut on) => r,
             // Dropping the call drops its connection: the provider stops there.
-            _ = canceled.wait_for(|c| *c) => return (Ending::Canceled, turn),
+            _ = canceled.wait_for(|c| *c) => return (Ending::Canceled(Interrupted::Inference), turn),
         };
         let reply = match reply {
             Ok(r) => r,
@@ -160,8 +161,13 @@ pub async fn run(
             for c in &reply.tool_calls {
                 let answered = tokio::select! {
                     a = tools::run(session, task, &c.name, &c.arguments) => a,
-                    _ = canceled.wait_for(|c| *c) => return (Ending::Canceled, turn),
+                    _ = canceled.wait_for(|c| *c) => return (Ending::Canceled(Interrupted::Tool), turn),
                 };
+                // A tool the cancel ended (a request-input wait answers `task_canceled`) may
+                // finish first: the cancel still interrupted the tool, not a call.
+                if *canceled.borrow() {
+                    return (Ending::Canceled(Interrupted::Tool), turn);
+                }
                 results.push(Block::ToolResult {
                     id: c.id.clone(),
                     content: answered.content,
@@ -210,10 +216,14 @@ pub async fn run(
             // A finished reply, or one cut on the last allowed turn: the answer either way.
             _ => {
                 answer.push_str(&reply.text);
-                history.push(Msg {
-                    role: Role::Assistant,
-                    blocks: vec![Block::Text(reply.text)],
-                });
+                // An empty close to a continued answer adds nothing, and Anthropic refuses an
+                // empty text block when the context's next task sends the history back.
+                if !reply.text.is_empty() {
+                    history.push(Msg {
+                        role: Role::Assistant,
+                        blocks: vec![Block::Text(reply.text)],
+                    });
+                }
                 session.conversations.keep(context_id, history);
                 return (Ending::Answer(answer), turn);
             }

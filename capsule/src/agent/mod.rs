@@ -95,7 +95,7 @@ async fn run_task(
         context_id: context_id.clone(),
         message_id: input.message_id.clone(),
         reference_task_ids: input.reference_task_ids.clone(),
-        attachments: Vec::new(),
+        attachments: attachments(&input.images),
     });
     if input.forget_session {
         if let Some(dropped) = session.set_harness_session(&context_id, None) {
@@ -170,6 +170,15 @@ async fn run_task(
     outcome
 }
 
+/// The task_start record's `attachments`: each image the door took, in part order, by its
+/// media type and size (the bytes themselves stay out of the trace).
+fn attachments(images: &[(String, Vec<u8>)]) -> Vec<String> {
+    images
+        .iter()
+        .map(|(media_type, bytes)| format!("{media_type}, {} bytes", bytes.len()))
+        .collect()
+}
+
 /// Turns an http loop's ending into the task's outcome.
 fn settle(session: &Session, id: &TaskId, ending: http::Ending) -> Outcome {
     match ending {
@@ -177,14 +186,16 @@ fn settle(session: &Session, id: &TaskId, ending: http::Ending) -> Outcome {
         http::Ending::Failed(cause) => Outcome::Failed(cause.to_string()),
         // The errands hold the reason, which the caller applies.
         http::Ending::WithoutAnswer => Outcome::Failed("the task ended without an answer".into()),
-        http::Ending::Canceled => {
+        http::Ending::Canceled(interrupted) => {
             let in_flight = session
                 .registry
                 .read(id.as_str(), &Viewer::Everyone, |t| t.residue.clone())
                 .unwrap_or_default();
-            session
-                .trace
-                .event(TraceEvent::canceled_in_loop(id.clone(), in_flight));
+            session.trace.event(TraceEvent::canceled_in_loop(
+                id.clone(),
+                interrupted,
+                in_flight,
+            ));
             Outcome::CanceledEnded(None)
         }
     }

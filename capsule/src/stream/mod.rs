@@ -164,7 +164,9 @@ impl EventLog {
         self.push_text(ids.0, text, task.state.is_terminal());
     }
 
-    /// A murmur frame about a task (a harness turn's text, …), numbered like any event.
+    /// A murmur frame about a task (a harness turn's text, …), numbered like any event. Its
+    /// message's keys come in the order of every other task message (the spec's status
+    /// messages): messageId, contextId, taskId, role, parts, then the frame's metadata.
     pub fn frame_for(
         &self,
         task_id: &str,
@@ -177,9 +179,14 @@ impl EventLog {
         if let (Some(m), Value::Object(x)) = (meta.as_object_mut(), extra) {
             m.extend(x);
         }
-        let mut result = frame_result(text, meta);
-        result["message"]["contextId"] = json!(context_id);
-        result["message"]["taskId"] = json!(task_id);
+        let result = json!({ "message": {
+            "messageId": crate::ids::MessageId::mint().as_str(),
+            "contextId": context_id,
+            "taskId": task_id,
+            "role": "ROLE_AGENT",
+            "parts": [{"mediaType": "text/plain", "text": text}],
+            "metadata": frame_metadata(meta),
+        }});
         self.push(task_id, result, false);
     }
 

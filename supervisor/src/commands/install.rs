@@ -68,7 +68,9 @@ fn reach(endpoint: &str) -> Result<String, String> {
     let at = parsed.shown();
     let addrs: Vec<_> = (host, port)
         .to_socket_addrs()
-        .map_err(|e| format!("cannot resolve {host}: {e}"))?
+        .map_err(|e| {
+            format!("cannot resolve {host} ({e}); check gateway.endpoint, or this machine's DNS")
+        })?
         .collect();
     let mut last = None;
     for addr in addrs {

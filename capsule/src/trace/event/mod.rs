@@ -52,7 +52,8 @@ pub enum TraceEvent {
         context_id: String,
         message_id: String,
         reference_task_ids: Vec<String>,
-        /// Files handed to the agent with the task; a process capsule takes none.
+        /// The images handed to the agent with the task (`image/png, 68 bytes`), in part order;
+        /// a process capsule takes none.
         attachments: Vec<String>,
     },
     TaskFailed {
@@ -226,6 +227,9 @@ pub enum Interrupted {
     Harness,
     /// An http capsule's loop was running: its inference call in flight was dropped.
     Inference,
+    /// An http capsule's loop was running one of the model's tools (a member call, a
+    /// request-input wait, …), which the cancel stopped.
+    Tool,
 }
 
 /// How a task ended, in murmur's words.
@@ -471,11 +475,16 @@ impl TraceEvent {
         }
     }
 
-    /// The cancel of an http capsule's task: the loop stopped, its call in flight dropped.
-    pub fn canceled_in_loop(task_id: TaskId, in_flight: Vec<Value>) -> TraceEvent {
+    /// The cancel of an http capsule's task: the loop stopped where it was — its inference
+    /// call in flight dropped, or the tool it was running stopped.
+    pub fn canceled_in_loop(
+        task_id: TaskId,
+        interrupted: Interrupted,
+        in_flight: Vec<Value>,
+    ) -> TraceEvent {
         TraceEvent::TaskCanceled {
             task_id,
-            interrupted: Interrupted::Inference,
+            interrupted,
             in_flight,
             harness_killed: None,
         }
