@@ -1,9 +1,13 @@
 //! Reading a server-sent-event stream as it arrives: bytes in, `(event, data)` pairs out. Both
 //! providers stream this way (Anthropic names its events; OpenAI sends bare `data:` lines).
-//! Lines are bounded, so a provider cannot grow memory without end.
+//! Lines and the whole stream are bounded, so a provider cannot grow memory without end.
 
 /// The longest line kept; past it the stream is malformed.
 const MAX_LINE: usize = 4 << 20;
+
+/// The most one call's stream may carry. A reply `max_tokens` bounds is far smaller; an endpoint
+/// that streams past this is broken (or hostile), and its call fails rather than the capsule.
+const MAX_STREAM: usize = 64 << 20;
 
 /// One event: its `event:` name (empty when none) and its joined `data:` lines.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -18,11 +22,17 @@ pub struct Parser {
     line: Vec<u8>,
     current: Event,
     has_data: bool,
+    /// Bytes fed so far.
+    seen: usize,
 }
 
 impl Parser {
     /// Feeds a chunk; answers the events it completed, or an error for an oversized line.
     pub fn feed(&mut self, chunk: &[u8]) -> Result<Vec<Event>, String> {
+        self.seen = self.seen.saturating_add(chunk.len());
+        if self.seen > MAX_STREAM {
+            return Err(format!("the stream is longer than {MAX_STREAM} bytes"));
+        }
         let mut out = Vec::new();
         for &b in chunk {
             if b != b'\n' {
@@ -65,6 +75,26 @@ fn field<'a>(line: &'a str, name: &str) -> Option<&'a str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stream_that_never_ends_is_refused_not_kept() {
+        let mut p = Parser::default();
+        let event =
+            b"data: {\"x\":\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"}\n\n";
+        let chunk = event.repeat(16 << 10);
+        let mut fed = 0;
+        let refused = loop {
+            match p.feed(&chunk) {
+                Ok(_) => fed += chunk.len(),
+                Err(why) => break why,
+            }
+            assert!(fed <= MAX_STREAM, "fed {fed} bytes without a refusal");
+        };
+        assert_eq!(
+            refused,
+            format!("the stream is longer than {MAX_STREAM} bytes")
+        );
+    }
 
     #[test]
     fn events_split_across_chunks_come_out_whole() {
