@@ -289,8 +289,27 @@ fn plain_error(status: StatusCode, error: &str, message: &str) -> HttpResponse {
 
 #[cfg(test)]
 mod tests {
-    use super::body_limit;
+    use serde_json::{json, Value};
+
+    use super::{body_limit, envelope, envelope_text};
     use crate::manifest::ContextLimits;
+
+    /// GetTask's spliced envelope is byte for byte the one built from a tree.
+    #[test]
+    fn spliced_envelope_matches_the_built_one() {
+        let result = json!({"id": "tsk_1", "status": {"state": "TASK_STATE_COMPLETED"}});
+        let text = result.to_string();
+        for id in [json!(1), json!(-7), json!(u64::MAX), json!("req \"1\" é")] {
+            assert_eq!(
+                envelope_text(&id, text.as_bytes()),
+                envelope(&id, "result", result.clone())
+            );
+        }
+        assert_eq!(
+            envelope_text(&Value::Null, b"{}"),
+            envelope(&Value::Null, "result", json!({}))
+        );
+    }
 
     #[test]
     fn body_limit_saturates_on_any_manifest_numbers() {

@@ -315,3 +315,92 @@ impl Task {
         serde_json::to_vec(&self.view(None)).unwrap_or_default()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{json, Map, Value};
+
+    use super::{Owner, Task, TaskState};
+    use crate::clock::Millis;
+    use crate::ids::TaskId;
+
+    fn task(state: TaskState) -> Task {
+        Task {
+            id: TaskId::from_wire("tsk_1"),
+            context_id: "ctx_\"1\"".into(),
+            owner: Owner::Session,
+            state,
+            status_text: None,
+            changed_at: Millis(1_700_000_000_123),
+            seq: 1,
+            response: None,
+            prompt: None,
+            residue: Vec::new(),
+            murmur_metadata: Map::new(),
+            input: None,
+            held: 0,
+        }
+    }
+
+    /// GetTask's bytes and the tree the other answers wrap are one shape: every state, with and
+    /// without a status sentence, response, prompt, residue and metadata.
+    #[test]
+    fn bytes_and_tree_print_the_same_text() {
+        let states = [
+            TaskState::Submitted,
+            TaskState::Working,
+            TaskState::InputRequired,
+            TaskState::Completed,
+            TaskState::Failed,
+            TaskState::Rejected,
+            TaskState::Canceled,
+        ];
+        let mut metadata = Map::new();
+        metadata.insert("noAnswer".into(), json!(true));
+        metadata.insert("runningCommands".into(), json!(["sleep 9", "é\n"]));
+        for state in states {
+            for mask in 0..32u8 {
+                let mut t = task(state);
+                let on = |bit: u8| mask & (1 << bit) != 0;
+                if on(0) {
+                    t.status_text = Some("done \"quoted\"\n".into());
+                }
+                if on(1) {
+                    t.response = Some("the answer ✓".into());
+                }
+                if on(2) {
+                    t.prompt = Some("which one?".into());
+                }
+                if on(3) {
+                    t.residue = vec![json!({"kind": "shell", "n": 1.5}), Value::Null];
+                }
+                if on(4) {
+                    t.murmur_metadata = metadata.clone();
+                }
+                let bytes = String::from_utf8(t.to_bytes()).unwrap();
+                assert_eq!(bytes, t.to_json(None).to_string(), "{state:?} {mask}");
+                for all in [Some(true), Some(false)] {
+                    let tree = t.to_json(all).to_string();
+                    let view = serde_json::to_string(&t.view(all)).unwrap();
+                    assert_eq!(view, tree);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_completed_task_keeps_the_spec_shape() {
+        let mut t = task(TaskState::Completed);
+        t.status_text = Some("ok".into());
+        t.response = Some("hi".into());
+        let v: Value = serde_json::from_slice(&t.to_bytes()).unwrap();
+        let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+        assert_eq!(keys, ["id", "contextId", "status", "artifacts"]);
+        assert_eq!(
+            v["artifacts"],
+            json!([{"artifactId": "response", "name": "response",
+                     "parts": [{"text": "hi", "mediaType": "text/plain"}]}])
+        );
+        assert_eq!(v["status"]["message"]["parts"][0]["text"], "ok");
+    }
+}
