@@ -73,6 +73,8 @@ fn body_limit(limits: &crate::manifest::ContextLimits) -> usize {
 pub enum Answer {
     /// A served result, with the A2A-Extensions header value naming what the request used.
     Result(Value, Option<String>),
+    /// A served result already rendered as JSON text (GetTask), spliced into the envelope as is.
+    Text(Bytes, Option<String>),
     Error(RpcError),
     /// A `text/event-stream`, with its A2A-Extensions header value.
     Stream(crate::stream::SseBody, Option<String>),
@@ -228,6 +230,19 @@ fn envelope(id: &Value, member: &str, value: Value) -> Bytes {
     Bytes::from(Value::Object(obj).to_string())
 }
 
+/// [`envelope`]'s bytes around a result that is already JSON text: the same members in the
+/// same order, without parsing the result back into a tree.
+fn envelope_text(id: &Value, result: &[u8]) -> Bytes {
+    let mut out = Vec::with_capacity(result.len() + 48);
+    out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+    // An id is a string or an integer (step 7): printing it cannot fail.
+    let _ = serde_json::to_writer(&mut out, id);
+    out.extend_from_slice(br#","result":"#);
+    out.extend_from_slice(result);
+    out.push(b'}');
+    Bytes::from(out)
+}
+
 fn rpc_response(id: &Value, answer: Answer) -> HttpResponse {
     match answer {
         Answer::Result(value, ext) => json_response(
@@ -235,6 +250,9 @@ fn rpc_response(id: &Value, answer: Answer) -> HttpResponse {
             envelope(id, "result", value),
             ext.as_deref(),
         ),
+        Answer::Text(text, ext) => {
+            json_response(StatusCode::OK, envelope_text(id, &text), ext.as_deref())
+        }
         Answer::Error(e) => json_response(StatusCode::OK, envelope(id, "error", e.to_json()), None),
         Answer::Stream(body, ext) => sse_response(body, ext.as_deref()),
     }
@@ -271,8 +289,27 @@ fn plain_error(status: StatusCode, error: &str, message: &str) -> HttpResponse {
 
 #[cfg(test)]
 mod tests {
-    use super::body_limit;
+    use serde_json::{json, Value};
+
+    use super::{body_limit, envelope, envelope_text};
     use crate::manifest::ContextLimits;
+
+    /// GetTask's spliced envelope is byte for byte the one built from a tree.
+    #[test]
+    fn spliced_envelope_matches_the_built_one() {
+        let result = json!({"id": "tsk_1", "status": {"state": "TASK_STATE_COMPLETED"}});
+        let text = result.to_string();
+        for id in [json!(1), json!(-7), json!(u64::MAX), json!("req \"1\" é")] {
+            assert_eq!(
+                envelope_text(&id, text.as_bytes()),
+                envelope(&id, "result", result.clone())
+            );
+        }
+        assert_eq!(
+            envelope_text(&Value::Null, b"{}"),
+            envelope(&Value::Null, "result", json!({}))
+        );
+    }
 
     #[test]
     fn body_limit_saturates_on_any_manifest_numbers() {

@@ -1,7 +1,7 @@
 //! One task as the registry keeps it, and its A2A v1.0 ProtoJSON view (what GetTask answers).
 
 use serde::Serialize;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 use super::state::TaskState;
 use crate::clock::Millis;
@@ -119,14 +119,6 @@ fn json_bytes(v: &Value) -> usize {
     }
 }
 
-fn text_part(text: &str) -> Value {
-    json!({"text": text, "mediaType": "text/plain"})
-}
-
-fn artifact(name: &str, parts: Vec<Value>) -> Value {
-    json!({"artifactId": name, "name": name, "parts": parts})
-}
-
 /// A task's `status`, in the spec's key order.
 #[derive(Serialize)]
 pub struct Status<'a> {
@@ -152,6 +144,59 @@ struct StatusMessage<'a> {
 struct TextPart<'a> {
     text: &'a str,
     media_type: &'static str,
+}
+
+/// The task as GetTask answers it, in the spec's key order: the one definition of its JSON,
+/// serialised straight to bytes for GetTask and into a tree where a caller wraps it.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskView<'a> {
+    id: &'a str,
+    context_id: &'a str,
+    status: Status<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    artifacts: Option<Vec<Artifact<'a>>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    metadata: Option<Metadata<'a>>,
+}
+
+/// `metadata` of a terminal task: its `murmur` members.
+#[derive(Serialize)]
+struct Metadata<'a> {
+    murmur: &'a Map<String, Value>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Artifact<'a> {
+    artifact_id: &'static str,
+    name: &'static str,
+    parts: Vec<Part<'a>>,
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Part<'a> {
+    Text(TextPart<'a>),
+    Data(DataPart<'a>),
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct DataPart<'a> {
+    data: &'a Value,
+    media_type: &'static str,
+}
+
+fn text_artifact<'a>(name: &'static str, text: &'a str) -> Artifact<'a> {
+    Artifact {
+        artifact_id: name,
+        name,
+        parts: vec![Part::Text(TextPart {
+            text,
+            media_type: "text/plain",
+        })],
+    }
 }
 
 impl Task {
@@ -209,48 +254,153 @@ impl Task {
     }
 
     /// The task's artifacts, in the order response, prompt, residue.
-    pub fn artifacts(&self) -> Vec<Value> {
+    pub fn artifacts(&self) -> Vec<Artifact<'_>> {
         let mut out = Vec::new();
         if let (TaskState::Completed, Some(r)) = (self.state, &self.response) {
-            out.push(artifact("response", vec![text_part(r)]));
+            out.push(text_artifact("response", r));
         }
         if let (TaskState::InputRequired, Some(p)) = (self.state, &self.prompt) {
-            out.push(artifact("prompt", vec![text_part(p)]));
+            out.push(text_artifact("prompt", p));
         }
         if !self.residue.is_empty() {
             let parts = self
                 .residue
                 .iter()
-                .map(|item| json!({"data": item, "mediaType": "application/json"}))
+                .map(|data| {
+                    Part::Data(DataPart {
+                        data,
+                        media_type: "application/json",
+                    })
+                })
                 .collect();
-            out.push(artifact("residue", parts));
+            out.push(Artifact {
+                artifact_id: "residue",
+                name: "residue",
+                parts,
+            });
         }
         out
     }
 
     /// The task as GetTask answers it. `artifacts`: `Some(true)` always writes the key (ListTasks
     /// with includeArtifacts), `Some(false)` never, `None` when there are any.
-    pub fn to_json(&self, artifacts: Option<bool>) -> Value {
-        let mut task = Map::new();
-        task.insert("id".into(), Value::from(self.id.as_str()));
-        task.insert("contextId".into(), Value::from(self.context_id.as_str()));
-        task.insert("status".into(), self.status_json());
+    pub fn view(&self, artifacts: Option<bool>) -> TaskView<'_> {
         let list = self.artifacts();
-        match artifacts {
-            Some(true) => {
-                task.insert("artifacts".into(), Value::Array(list));
-            }
-            None if !list.is_empty() => {
-                task.insert("artifacts".into(), Value::Array(list));
-            }
-            _ => {}
+        let artifacts = match artifacts {
+            Some(true) => Some(list),
+            None if !list.is_empty() => Some(list),
+            _ => None,
+        };
+        let metadata =
+            (self.state.is_terminal() && !self.murmur_metadata.is_empty()).then_some(Metadata {
+                murmur: &self.murmur_metadata,
+            });
+        TaskView {
+            id: self.id.as_str(),
+            context_id: &self.context_id,
+            status: self.status(),
+            artifacts,
+            metadata,
         }
-        if self.state.is_terminal() && !self.murmur_metadata.is_empty() {
-            task.insert(
-                "metadata".into(),
-                json!({"murmur": Value::Object(self.murmur_metadata.clone())}),
-            );
+    }
+
+    /// [`Task::view`] as a JSON tree, for answers that wrap or collect tasks.
+    pub fn to_json(&self, artifacts: Option<bool>) -> Value {
+        serde_json::to_value(self.view(artifacts)).unwrap_or_default()
+    }
+
+    /// [`Task::view`] as JSON text, for GetTask: no tree is built, and the door splices the bytes
+    /// into its envelope. The same text [`Task::to_json`] prints.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        serde_json::to_vec(&self.view(None)).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{json, Map, Value};
+
+    use super::{Owner, Task, TaskState};
+    use crate::clock::Millis;
+    use crate::ids::TaskId;
+
+    fn task(state: TaskState) -> Task {
+        Task {
+            id: TaskId::from_wire("tsk_1"),
+            context_id: "ctx_\"1\"".into(),
+            owner: Owner::Session,
+            state,
+            status_text: None,
+            changed_at: Millis(1_700_000_000_123),
+            seq: 1,
+            response: None,
+            prompt: None,
+            residue: Vec::new(),
+            murmur_metadata: Map::new(),
+            input: None,
+            held: 0,
         }
-        Value::Object(task)
+    }
+
+    /// GetTask's bytes and the tree the other answers wrap are one shape: every state, with and
+    /// without a status sentence, response, prompt, residue and metadata.
+    #[test]
+    fn bytes_and_tree_print_the_same_text() {
+        let states = [
+            TaskState::Submitted,
+            TaskState::Working,
+            TaskState::InputRequired,
+            TaskState::Completed,
+            TaskState::Failed,
+            TaskState::Rejected,
+            TaskState::Canceled,
+        ];
+        let mut metadata = Map::new();
+        metadata.insert("noAnswer".into(), json!(true));
+        metadata.insert("runningCommands".into(), json!(["sleep 9", "é\n"]));
+        for state in states {
+            for mask in 0..32u8 {
+                let mut t = task(state);
+                let on = |bit: u8| mask & (1 << bit) != 0;
+                if on(0) {
+                    t.status_text = Some("done \"quoted\"\n".into());
+                }
+                if on(1) {
+                    t.response = Some("the answer ✓".into());
+                }
+                if on(2) {
+                    t.prompt = Some("which one?".into());
+                }
+                if on(3) {
+                    t.residue = vec![json!({"kind": "shell", "n": 1.5}), Value::Null];
+                }
+                if on(4) {
+                    t.murmur_metadata = metadata.clone();
+                }
+                let bytes = String::from_utf8(t.to_bytes()).unwrap();
+                assert_eq!(bytes, t.to_json(None).to_string(), "{state:?} {mask}");
+                for all in [Some(true), Some(false)] {
+                    let tree = t.to_json(all).to_string();
+                    let view = serde_json::to_string(&t.view(all)).unwrap();
+                    assert_eq!(view, tree);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_completed_task_keeps_the_spec_shape() {
+        let mut t = task(TaskState::Completed);
+        t.status_text = Some("ok".into());
+        t.response = Some("hi".into());
+        let v: Value = serde_json::from_slice(&t.to_bytes()).unwrap();
+        let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+        assert_eq!(keys, ["id", "contextId", "status", "artifacts"]);
+        assert_eq!(
+            v["artifacts"],
+            json!([{"artifactId": "response", "name": "response",
+                     "parts": [{"text": "hi", "mediaType": "text/plain"}]}])
+        );
+        assert_eq!(v["status"]["message"]["parts"][0]["text"], "ok");
     }
 }

@@ -25,6 +25,6 @@ pub fn apply(door: &Door, req: &Inbound) -> Result<Answer, RpcError> {
     door.session
         .registry
         .get(&req.id, &viewer)
-        .map(|task| Answer::Result(task, None))
+        .map(|task| Answer::Text(task.into(), None))
         .ok_or(RpcError::TaskNotFound(req.id))
 }

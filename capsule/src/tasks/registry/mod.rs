@@ -310,9 +310,10 @@ impl Registry {
         }
     }
 
-    /// The task as GetTask answers it, when the viewer sees it.
-    pub fn get(&self, id: &str, viewer: &Viewer) -> Option<Value> {
-        self.lock().visible(id, viewer).map(|t| t.to_json(None))
+    /// The task as GetTask answers it, as JSON text, when the viewer sees it. Rendered under
+    /// the lock, but straight to bytes: no tree is built while other threads wait.
+    pub fn get(&self, id: &str, viewer: &Viewer) -> Option<Vec<u8>> {
+        self.lock().visible(id, viewer).map(Task::to_bytes)
     }
 
     /// The state of a task the viewer sees.
