@@ -100,6 +100,18 @@ fn calls_of(formation: &Path) -> BTreeMap<String, BTreeSet<String>> {
         .collect()
 }
 
+/// A formation in `dir` whose members all run one fixture worker with `extra` manifest keys;
+/// answers the formation's path.
+fn worker_formation(home: &Home, dir: &str, extra: &'static str, formation: &str) -> PathBuf {
+    let worker = Fixture {
+        extra,
+        ..Fixture::default()
+    }
+    .yaml();
+    home.write(&format!("{dir}/worker.yaml"), &worker);
+    home.write(&format!("{dir}/formation.yaml"), formation)
+}
+
 fn of_kind<'a>(objects: &'a [Value], kind: &str) -> Vec<&'a Value> {
     objects.iter().filter(|o| o["kind"] == kind).collect()
 }
@@ -317,14 +329,10 @@ fn network_policies_allow_exactly_the_calls_edges() {
         check_edges(&objects, &name, &calls_of(&formation), &entry);
     }
     // A cycle, a pinned port, and a member nobody calls.
-    let worker = Fixture {
-        extra: "exports:\n  peer_tasks:\n    accept: true\n",
-        ..Fixture::default()
-    }
-    .yaml();
-    home.write("mesh/worker.yaml", &worker);
-    let formation = home.write(
-        "mesh/formation.yaml",
+    let formation = worker_formation(
+        &home,
+        "mesh",
+        "exports:\n  peer_tasks:\n    accept: true\n",
         "formation:\n  name: mesh\n  version: \"0.1.0\"\n  entry: hub\n  members:\n    hub:\n      manifest: worker.yaml\n      calls: [a, b]\n    a:\n      manifest: worker.yaml\n      calls: [b]\n    b:\n      manifest: worker.yaml\n      calls: [hub]\n      port: 9090\n    idle:\n      manifest: worker.yaml\n",
     );
     let objects = render(&home, &formation);
@@ -338,14 +346,10 @@ fn network_policies_allow_exactly_the_calls_edges() {
 #[test]
 fn allow_list_addresses_become_ip_blocks_and_host_names_are_named_as_not_rendered() {
     let home = Home::new();
-    let worker = Fixture {
-        extra: "capabilities:\n  network:\n    allow:\n      - 10.20.30.40:443\n      - api.example.com\n      - localhost:9999\n",
-        ..Fixture::default()
-    }
-    .yaml();
-    home.write("net/worker.yaml", &worker);
-    let formation = home.write(
-        "net/formation.yaml",
+    let formation = worker_formation(
+        &home,
+        "net",
+        "capabilities:\n  network:\n    allow:\n      - 10.20.30.40:443\n      - api.example.com\n      - localhost:9999\n",
         "formation:\n  name: net\n  version: \"0.1.0\"\n  entry: solo\n  members:\n    solo:\n      manifest: worker.yaml\n",
     );
     let objects = render(&home, &formation);
@@ -805,14 +809,10 @@ fn token_kubernetes_explains_how_to_read_the_entrys_token_with_kubectl() {
 #[test]
 fn the_containers_command_serves_the_member_from_the_rendered_files() {
     let home = Home::new();
-    let worker = Fixture {
-        extra: "exports:\n  peer_tasks:\n    accept: true\n",
-        ..Fixture::default()
-    }
-    .yaml();
-    home.write("pair/worker.yaml", &worker);
-    let formation = home.write(
-        "pair/formation.yaml",
+    let formation = worker_formation(
+        &home,
+        "pair",
+        "exports:\n  peer_tasks:\n    accept: true\n",
         "formation:\n  name: pair\n  version: \"0.1.0\"\n  entry: front\n  members:\n    front:\n      manifest: worker.yaml\n      calls: [back]\n    back:\n      manifest: worker.yaml\n      calls: [front]\n",
     );
     let objects = render(&home, &formation);
