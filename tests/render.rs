@@ -22,7 +22,9 @@ use serde_json::{json, Value};
 
 use container::{post, start_container};
 use netpol::{allows, member_pod, Pod};
-use support::{http, message, repo_root, wait_until, Fixture, Home};
+use support::{
+    alive, cmdline, descendants, http, message, repo_root, signal, wait_until, Fixture, Home,
+};
 
 /// The Kubernetes release the objects are validated against (kubernetes-validate's schemas).
 const KUBERNETES: &str = "1.37.0";
@@ -893,4 +895,49 @@ fn the_containers_command_serves_the_member_from_the_rendered_files() {
     assert!(wait_until(Duration::from_secs(5), || guide.exists()));
     let guide = std::fs::read_to_string(guide).unwrap();
     assert!(guide.contains("Members you may call: back."), "{guide}");
+
+    // The pod's only murmur process dies (kill -9): nothing its harness started runs on.
+    let grandchild = home.root.join("gc.pid");
+    let resp = post(
+        front.port,
+        Some(&tokens["front"]["operator"]),
+        &[],
+        "SendMessage",
+        message(
+            &format!("@grandchild {}\n@sleep 120", grandchild.display()),
+            true,
+        ),
+    );
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    // The pod runs in fallback containment: the pid file holds a pid of this namespace.
+    let mut pid = None;
+    assert!(wait_until(Duration::from_secs(30), || {
+        pid = std::fs::read_to_string(&grandchild)
+            .ok()
+            .and_then(|t| t.trim().parse::<u32>().ok());
+        pid.is_some()
+    }));
+    let grandchild = pid.unwrap();
+    let below = descendants(front.pid());
+    assert!(
+        below.contains(&grandchild) || alive(grandchild),
+        "{below:?}"
+    );
+    signal(front.pid(), 9);
+    let left = || {
+        below
+            .iter()
+            .chain([&grandchild])
+            .copied()
+            .filter(|p| alive(*p))
+            .collect::<Vec<_>>()
+    };
+    assert!(
+        wait_until(Duration::from_secs(30), || left().is_empty()),
+        "still running after kill -9 of mur capsule: {:?}",
+        left()
+            .iter()
+            .map(|p| format!("{p} {}", cmdline(*p)))
+            .collect::<Vec<_>>()
+    );
 }

@@ -17,6 +17,12 @@ pub struct Container {
     pub port: u16,
 }
 
+impl Container {
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
 impl Drop for Container {
     fn drop(&mut self) {
         let _ = self.child.kill();
