@@ -131,39 +131,10 @@ fn an_ended_task_drops_its_input_and_a_canceled_queued_one_too() {
     );
 }
 
-#[test]
-fn past_its_byte_bound_the_registry_forgets_the_longest_ended_tasks_only() {
+/// A registry bounded at 1 MiB that ran six tasks answering 300 KiB each, never holding more
+/// than its bound; answers it and the tasks' ids, oldest first.
+fn six_ended_tasks_in_one_mib() -> (Registry, Vec<TaskId>) {
     const RESPONSE: usize = 300 << 10;
-    let reg = Registry::with_retention(
-        1,
-        Retention {
-            tasks: 1000,
-            bytes: 1 << 20,
-        },
-    );
-    let mut ended = Vec::new();
-    for _ in 0..6 {
-        let id = id_of(reg.admit(None, Owner::Session, input_of(10)));
-        assert!(block_on(reg.next()).is_some());
-        reg.finish(&id, Outcome::Completed("r".repeat(RESPONSE)));
-        reg.release(&id);
-        ended.push(id);
-    }
-    // A live task whose input alone is past the bound: it is kept, and pushes out every
-    // ended task.
-    let live = id_of(reg.admit(None, Owner::Session, input_of(2 << 20)));
-    let everyone = Viewer::Everyone;
-    assert!(
-        reg.get(live.as_str(), &everyone).is_some(),
-        "a live task stays"
-    );
-    let kept: Vec<bool> = ended
-        .iter()
-        .map(|id| reg.get(id.as_str(), &everyone).is_some())
-        .collect();
-    assert_eq!(kept, [false; 6]);
-
-    // Without the big live task, three 300 KiB responses fit in 1 MiB and a fourth does not.
     let reg = Registry::with_retention(
         1,
         Retention {
@@ -180,6 +151,28 @@ fn past_its_byte_bound_the_registry_forgets_the_longest_ended_tasks_only() {
         ended.push(id);
         assert!(reg.held_bytes() <= 1 << 20, "{}", reg.held_bytes());
     }
+    (reg, ended)
+}
+
+#[test]
+fn past_its_byte_bound_the_registry_forgets_the_longest_ended_tasks_only() {
+    let (reg, ended) = six_ended_tasks_in_one_mib();
+    // A live task whose input alone is past the bound: it is kept, and pushes out every
+    // ended task.
+    let live = id_of(reg.admit(None, Owner::Session, input_of(2 << 20)));
+    let everyone = Viewer::Everyone;
+    assert!(
+        reg.get(live.as_str(), &everyone).is_some(),
+        "a live task stays"
+    );
+    let kept: Vec<bool> = ended
+        .iter()
+        .map(|id| reg.get(id.as_str(), &everyone).is_some())
+        .collect();
+    assert_eq!(kept, [false; 6]);
+
+    // Without the big live task, three 300 KiB responses fit in 1 MiB and a fourth does not.
+    let (reg, ended) = six_ended_tasks_in_one_mib();
     let kept: Vec<bool> = ended
         .iter()
         .map(|id| reg.get(id.as_str(), &everyone).is_some())
