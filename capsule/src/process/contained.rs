@@ -85,11 +85,15 @@ impl Contained {
             cmd.env_remove(k);
         }
         // The keeper inherits the status pipe's write end: close-on-exec is lifted for this
-        // spawn only (the agent loop starts one harness at a time, and the capsule starts no
-        // other process), and this process's copy is closed right after.
-        inheritable(&status_w)?;
-        let keeper = tokio::process::Command::from(cmd).spawn();
-        drop(status_w);
+        // spawn only (no other spawn runs meanwhile: `spawning`), and this process's copy is
+        // closed right after.
+        let keeper = {
+            let _alone = super::spawning();
+            inheritable(&status_w)?;
+            let keeper = tokio::process::Command::from(cmd).spawn();
+            drop(status_w);
+            keeper
+        };
         let mut keeper = keeper?;
         let pid = keeper.id().map(|p| p as i32).unwrap_or(0);
         let status = tokio::task::spawn_blocking(move || {

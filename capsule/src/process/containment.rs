@@ -110,13 +110,16 @@ fn probe(mur: &Path, hidden: &[PathBuf]) -> Result<(), String> {
         program: Default::default(),
         args: Vec::new(),
     };
-    let mut child = Command::new(mur)
-        .args(args.to_args())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("cannot run {} to probe: {e}", mur.display()))?;
+    let mut child = {
+        let _alone = super::spawning();
+        Command::new(mur)
+            .args(args.to_args())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot run {} to probe: {e}", mur.display()))?
+    };
     let deadline = Instant::now() + PROBE_WITHIN;
     let status = loop {
         match child.try_wait() {

@@ -13,6 +13,18 @@ pub use contained::{Contained, Exit, Spec};
 pub use containment::{Containment, Mode};
 pub use setup::{become_subreaper, ChildSetup};
 
+/// Held while a process is started from a capsule. A keeper inherits its status pipe because
+/// close-on-exec is lifted for its spawn; any other spawn in that moment would inherit the pipe
+/// too, and hold the keeper's report open for as long as it lived. Held for a spawn only,
+/// never across an await.
+static SPAWNING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn spawning() -> std::sync::MutexGuard<'static, ()> {
+    SPAWNING
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// True inside a harness attempt: its task token is in the environment, or one of its
 /// ancestors is a keeper (which a harness cannot leave: orphans land on the keeper).
 pub fn inside_harness() -> bool {
