@@ -1035,7 +1035,11 @@ fn install_resolves_http_drivers_and_says_what_is_missing() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_ne!(out.status.code(), Some(0));
-    assert!(stderr.contains(KEY_VAR), "{stderr}");
+    let (path, dir) = (manifest.display(), manifest.parent().unwrap().display());
+    assert_eq!(
+        stderr,
+        format!("error[E-MAN-006]: {path}: artifacts[0].gateway.api_key uses ${{{KEY_VAR}}}, which is not set\n  hint: export {KEY_VAR}=… in the environment, or put {KEY_VAR}=… in {dir}/.env beside the manifest\n")
+    );
 }
 
 /// The guide's Step 1 worker manifest, as its text reads, with one provider's driver in it.
