@@ -563,3 +563,33 @@ fn e011_nesting_past_64_levels() {
     let deepest = format!("{MINIMAL}extra: {}{}\n", "[".repeat(63), "]".repeat(63));
     assert_eq!(parse(&deepest).unwrap_err().code(), ErrorCode::UnknownKey);
 }
+
+#[test]
+fn e005_the_spend_ceiling_is_a_positive_token_count() {
+    let ceiling = |v: &str| {
+        MINIMAL.replace(
+            "  model: claude-sonnet-5\n",
+            &format!("  model: claude-sonnet-5\n  max_total_tokens: {v}\n"),
+        )
+    };
+    assert_eq!(
+        parse(&ceiling("200000"))
+            .unwrap()
+            .inference
+            .max_total_tokens,
+        Some(200_000)
+    );
+    assert_eq!(parse(MINIMAL).unwrap().inference.max_total_tokens, None);
+    // (as written, as the error shows it)
+    for (bad, shown) in [("0", "0"), ("-5", "-5"), ("lots", "\"lots\"")] {
+        refused(
+            &ceiling(bad),
+            ErrorCode::BadValue,
+            "inference.max_total_tokens",
+            &format!(
+                "error[E-MAN-005]: worker/murmur.yaml: inference.max_total_tokens must be a whole \
+                 number of at least 1, not {shown}\n  hint: write e.g. max_total_tokens: 200000"
+            ),
+        );
+    }
+}
