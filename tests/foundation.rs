@@ -794,11 +794,7 @@ fn the_claude_code_worker_drives_claude_as_its_preset_says() {
         ),
     );
     std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let path = format!(
-        "{}:{}",
-        fake.parent().unwrap().display(),
-        std::env::var("PATH").unwrap()
-    );
+    let path = format!("{}:{}", fake.parent().unwrap().display(), search_path());
     let manifest = repo_root().join("manifests/worker-claude-code.yaml");
     let run = Launch::start_env(&home, &manifest, &[], &[("PATH", path)]);
     let ask = || {

@@ -459,6 +459,7 @@ fn start_formation(home: &Home) -> Formation {
         port: port.unwrap(),
         session: session.unwrap(),
         rest,
+        fixture_state: home.root.join("fixture-state"),
     };
     let members = members
         .into_iter()

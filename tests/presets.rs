@@ -36,11 +36,7 @@ fn fake_on_path(home: &Home) -> String {
     std::fs::create_dir_all(&bin).unwrap();
     let fake = repo_root().join("scripts/harness/fake_claude.py");
     std::os::unix::fs::symlink(fake, bin.join("claude")).unwrap();
-    format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    )
+    format!("{}:{}", bin.display(), search_path())
 }
 
 struct Fake {
@@ -260,11 +256,7 @@ fn codex(extra: &[(&str, String)]) -> (Home, Launch) {
     std::fs::create_dir_all(&bin).unwrap();
     let fake = repo_root().join("scripts/harness/fake_codex.py");
     std::os::unix::fs::symlink(fake, bin.join("codex")).unwrap();
-    let path = format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
+    let path = format!("{}:{}", bin.display(), search_path());
     let manifest = home.write("murmur.yaml", CODEX);
     let mut env = vec![("PATH", path)];
     env.extend(extra.iter().cloned());

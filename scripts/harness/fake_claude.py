@@ -98,13 +98,16 @@ def turn(session, resumed, text, lines, ignore_control):
     deadline = time.time() + sleep
     while time.time() < deadline:
         try:
-            msg = lines.get(timeout=max(0.0, deadline - time.time()))
+            # Short waits: a SIGINT that lands just before a wait's syscall is acted on when
+            # that wait ends.
+            msg = lines.get(timeout=min(0.05, max(0.0, deadline - time.time())))
         except queue.Empty:
-            break
+            continue
         if msg is None:
             # End of input mid-turn: the turn still runs to its end.
             lines.put(None)
-            time.sleep(max(0.0, deadline - time.time()))
+            while time.time() < deadline:
+                time.sleep(min(0.05, max(0.0, deadline - time.time())))
             break
         is_interrupt = (msg.get("type") == "control_request"
                         and (msg.get("request") or {}).get("subtype") == "interrupt")

@@ -62,10 +62,18 @@ def main():
                 f.write(str(os.getpid()))
             os.rename(tmp, rest)
         elif word == "@sleep":
-            time.sleep(float(rest))
+            sleep(float(rest))
     text = f"thread={thread} resumed={'yes' if resumed else 'no'} prompts={seen + 1}"
     emit({"type": "item.completed", "item": {"id": "item_0", "type": "agent_message", "text": text}})
     emit({"type": "turn.completed", "usage": {"input_tokens": 1, "output_tokens": 1}})
+
+
+def sleep(secs):
+    """time.sleep in short slices, so a SIGINT that lands just before a slice's syscall holds
+    the interrupt back 50 ms at most, not the whole sleep."""
+    deadline = time.monotonic() + secs
+    while (left := deadline - time.monotonic()) > 0:
+        time.sleep(min(left, 0.05))
 
 
 if __name__ == "__main__":

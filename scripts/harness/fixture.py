@@ -3,7 +3,8 @@
 
 The task text (stdin, or the last argument with --prompt-arg) may hold directives, one per line:
 
-  @sleep SECS        sleep; SIGINT ends the harness with status 130 unless @ignore-sigint
+  @sleep SECS        sleep (SIGINT, at any moment, ends the harness with status 130 unless
+                     @ignore-sigint came first)
   @ignore-sigint     ignore SIGINT (the capsule must kill it after the grace)
   @stderr TEXT       write TEXT to stderr
   @exit CODE         exit with CODE after the other directives
@@ -29,17 +30,33 @@ stream-json (system/init with a session id, assistant turns, a result line) and 
 `--resume SESSION`; the answer then says which session it ran in and how many prompts that
 session has seen, from a small state file under $FIXTURE_STATE (default: the work folder).
 """
-import json
-import os
-import signal
-import subprocess
-import sys
-import threading
-import time
-import uuid
+# SIGINT is taken before anything else is imported. Python's own KeyboardInterrupt is not
+# enough for a harness that must honour every interrupt: raised inside an import's weakref
+# callback (or any __del__), it is printed as "Exception ignored" and dropped, and the harness
+# runs on. `_signal` and `posix` are built in and already loaded, so this takes no import lock.
+import _signal
+import posix
+
+
+def on_sigint(signum, frame):
+    posix.write(2, b"interrupted\n")
+    posix._exit(130)
+
+
+_signal.signal(_signal.SIGINT, on_sigint)
+
+import json  # noqa: E402
+import os  # noqa: E402
+import signal  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+import uuid  # noqa: E402
 
 
 def main():
+    announce_ready()
     args = sys.argv[1:]
     dialect = "text"
     resume = None
@@ -95,11 +112,7 @@ def main():
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             write_atomically(rest, str(child.pid))
         elif word == "@sleep":
-            try:
-                time.sleep(float(rest))
-            except KeyboardInterrupt:
-                sys.stderr.write("interrupted\n")
-                sys.exit(130)
+            sleep(float(rest))
         elif word == "@stderr":
             sys.stderr.write(rest + "\n")
         elif word == "@exit":
@@ -152,6 +165,27 @@ def main():
         sys.stdout.write(answer + "\n")
     sys.stdout.flush()
     sys.exit(code)
+
+
+def sleep(secs):
+    """time.sleep in short slices. A SIGINT that lands after Python last checked for signals but
+    before the sleep's own syscall is only acted on when that syscall returns: one long sleep
+    would hold an interrupt back for its whole length, a slice for at most 50 ms."""
+    deadline = time.monotonic() + secs
+    while (left := deadline - time.monotonic()) > 0:
+        time.sleep(min(left, 0.05))
+
+
+def announce_ready():
+    """Creates $FIXTURE_STATE/ready/$MURMUR_TASK_ID: from now on a SIGINT ends this harness.
+    Python itself drops a SIGINT that lands in its own start-up (a KeyboardInterrupt raised
+    while it imports is printed and ignored), so a test that means to interrupt the harness,
+    rather than have it killed after the grace, waits for this file first."""
+    task = os.environ.get("MURMUR_TASK_ID")
+    if task:
+        ready = os.path.join(os.environ.get("FIXTURE_STATE", ".fixture-sessions"), "ready")
+        os.makedirs(ready, exist_ok=True)
+        write_atomically(os.path.join(ready, task), "")
 
 
 def write_atomically(path, text):

@@ -7,7 +7,7 @@ use std::process::{Child, Command, Stdio};
 use serde_json::{json, Value};
 
 use super::named;
-use super::support::{http, mur_bin, request, Home, Resp};
+use super::support::{http, mur_bin, request, search_path, Home, Resp};
 
 /// The rendered container of `object`, started here as the cluster would start it: its args
 /// (the listen address made 127.0.0.1:0), its env, and the ConfigMap and Secret files at the
@@ -78,9 +78,7 @@ pub fn start_container(home: &Home, objects: &[Value], object: &str) -> Containe
     assert_eq!(args[..2], ["capsule", "--listen"]);
     args[2] = "127.0.0.1:0".into();
     let mut cmd = Command::new(mur_bin());
-    cmd.args(&args)
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap());
+    cmd.args(&args).env_clear().env("PATH", search_path());
     for e in c["env"].as_array().unwrap() {
         let name = e["name"].as_str().unwrap();
         let value = match e.get("value") {

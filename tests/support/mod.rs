@@ -32,6 +32,28 @@ pub fn fixture() -> PathBuf {
     repo_root().join("scripts/harness/fixture.py")
 }
 
+/// The PATH every process a test starts gets: the test's own, behind the folder of the Python
+/// interpreter `python3` resolves to. A version manager's `python3` is a shell script that runs
+/// helpers before it execs Python: it slows every harness start, and can drop a SIGINT sent
+/// meanwhile (docs/containment.md, "What a cancel does").
+pub fn search_path() -> String {
+    static PATH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| {
+        let inherited = std::env::var("PATH").unwrap_or_default();
+        let interpreter = Command::new("python3")
+            .args(["-c", "import sys; print(sys.executable)"])
+            .output()
+            .ok()
+            .and_then(|o| String::from_utf8(o.stdout).ok())
+            .map(|s| PathBuf::from(s.trim()));
+        match interpreter.as_deref().and_then(Path::parent) {
+            Some(dir) if !dir.as_os_str().is_empty() => format!("{}:{inherited}", dir.display()),
+            _ => inherited,
+        }
+    })
+    .clone()
+}
+
 /// Polls `f` every 10 ms until it holds or `limit` passes; answers whether it held.
 pub fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + limit;
@@ -85,6 +107,7 @@ impl Home {
     pub fn mur(&self) -> Command {
         let mut cmd = Command::new(mur_bin());
         cmd.env("MURMUR_HOME", &self.home)
+            .env("PATH", search_path())
             .env("FIXTURE_STATE", self.root.join("fixture-state"))
             .current_dir(&self.work);
         cmd
@@ -238,6 +261,8 @@ pub struct Launch {
     pub session: String,
     /// stdout after the announcement (the launch task's answer).
     pub rest: Arc<Mutex<String>>,
+    /// The fixture harness's `FIXTURE_STATE` (see [`Home::mur`]).
+    pub fixture_state: PathBuf,
 }
 
 impl Launch {
@@ -304,6 +329,7 @@ impl Launch {
             port: 0,
             session: String::new(),
             rest,
+            fixture_state: home.root.join("fixture-state"),
         };
         loop {
             let line = rx
@@ -710,7 +736,20 @@ impl Launch {
             .unwrap_or_else(|| panic!("no task in {r}"))
             .to_owned();
         self.wait_task(&id, Duration::from_secs(10), |s| s == "TASK_STATE_WORKING");
+        self.wait_harness_ready(&id);
         id
+    }
+
+    /// Waits until the fixture harness running task `id` has taken SIGINT into its own hands
+    /// (the file `announce_ready` in scripts/harness/fixture.py creates). A cancel sent before
+    /// then may land in Python's start-up, which drops it, and the harness is killed after the
+    /// grace instead of ending on the interrupt.
+    pub fn wait_harness_ready(&self, id: &str) {
+        let ready = self.fixture_state.join("ready").join(id);
+        assert!(
+            wait_until(Duration::from_secs(30), || ready.exists()),
+            "the fixture harness of task {id} never started"
+        );
     }
 }
 
@@ -832,10 +871,11 @@ pub const PNG_B64: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQ
 /// `a2a_task_received`, every live task's harness has started, every task waiting for input has
 /// its `tool_call`, and every task that started has written its task_end. The trace is written by
 /// its own thread, so an answer can return before the records its request queued are in the
-/// file; a probe taken before this would race them.
+/// file; a probe taken before this would race them. Bounded past the harness grace (10 s) and
+/// the keeper's 3 s: a harness that missed its interrupt ends only after both.
 pub fn quiet(run: &Launch, home: &Home) {
     let mut last = String::new();
-    let still = wait_until(Duration::from_secs(15), || {
+    let still = wait_until(Duration::from_secs(30), || {
         let trace = home.trace(&run.session);
         let has = |kind: &str, id: &Value| {
             trace
