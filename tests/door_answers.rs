@@ -209,6 +209,21 @@ fn answers_for_failed_rejected_and_input_required_tasks() {
     assert!(!pid.exists(), "a rejected task ran");
 }
 
+/// Waits (bounded) until ListTasks with `params` lists a task; answers the first one's id.
+fn first_listed(run: &Launch, params: Value) -> String {
+    let mut id = String::new();
+    let listed = wait_until(SETTLE, || {
+        let page = run.rpc("ListTasks", params.clone());
+        id = page["result"]["tasks"][0]["id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        !id.is_empty()
+    });
+    assert!(listed, "ListTasks {params} listed no task");
+    id
+}
+
 #[test]
 fn a_held_request_ends_when_the_door_closes_or_the_client_leaves() {
     let home = Home::new();
@@ -221,18 +236,10 @@ fn a_held_request_ends_when_the_door_closes_or_the_client_leaves() {
         p["message"]["contextId"] = json!("ctx-held");
         call_at(port, "SendMessage", p)
     });
-    let mut id = String::new();
-    assert!(wait_until(SETTLE, || {
-        let page = run.rpc(
-            "ListTasks",
-            json!({"contextId": "ctx-held", "status": "TASK_STATE_WORKING"}),
-        );
-        id = page["result"]["tasks"][0]["id"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
-        !id.is_empty()
-    }));
+    let id = first_listed(
+        &run,
+        json!({"contextId": "ctx-held", "status": "TASK_STATE_WORKING"}),
+    );
     run.wait_harness_ready(&id);
     let stop = assert_result(&run.call("murmur.StopSession", json!({})), "StopSession");
     assert_eq!(stop["canceled"], json!([id]));
@@ -260,15 +267,7 @@ fn a_held_request_ends_when_the_door_closes_or_the_client_leaves() {
     );
     s.write_all(head.as_bytes()).unwrap();
     s.write_all(body.as_bytes()).unwrap();
-    let mut gone = String::new();
-    assert!(wait_until(SETTLE, || {
-        let page = run.rpc("ListTasks", json!({"contextId": "ctx-gone"}));
-        gone = page["result"]["tasks"][0]["id"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
-        !gone.is_empty()
-    }));
+    let gone = first_listed(&run, json!({"contextId": "ctx-gone"}));
     drop(s);
     let done = run.wait_task(&gone, Duration::from_secs(30), |s| {
         s != "TASK_STATE_SUBMITTED" && s != "TASK_STATE_WORKING"
@@ -281,15 +280,7 @@ fn a_held_request_ends_when_the_door_closes_or_the_client_leaves() {
     // mur stop (SIGTERM to `mur run`) answers the held request too, then the launch ends.
     let held =
         std::thread::spawn(move || call_at(port, "SendMessage", message("@sleep 30", false)));
-    let mut id = String::new();
-    assert!(wait_until(SETTLE, || {
-        let page = run.rpc("ListTasks", json!({"status": "TASK_STATE_WORKING"}));
-        id = page["result"]["tasks"][0]["id"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
-        !id.is_empty()
-    }));
+    let id = first_listed(&run, json!({"status": "TASK_STATE_WORKING"}));
     run.wait_harness_ready(&id);
     signal(run.pid(), 15);
     let task = task_of(&held.join().expect("held request").json());
