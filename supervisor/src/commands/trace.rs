@@ -10,9 +10,19 @@ use serde_json::Value;
 use crate::error::{CliError, CliResult, Code};
 use crate::records;
 
+/// How wide a section's rule is drawn, in characters. The guide's own example draws Session's
+/// 49 wide and Tasks' 48 (a2a-messaging-guide, the trace after a delegation), so those two are
+/// drawn exactly so; the sections it does not draw take [`RULE_WIDTH`].
+const RULE_WIDTHS: &[(&str, usize)] = &[("Session", 49), ("Tasks", 48)];
+const RULE_WIDTH: usize = 50;
+
 fn rule(title: &str) -> String {
+    let width = RULE_WIDTHS
+        .iter()
+        .find(|(t, _)| *t == title)
+        .map_or(RULE_WIDTH, |(_, w)| *w);
     let head = format!("── {title} ");
-    let pad = 50usize.saturating_sub(head.chars().count());
+    let pad = width.saturating_sub(head.chars().count());
     format!("{head}{}", "─".repeat(pad))
 }
 
@@ -563,6 +573,20 @@ fn cut(text: &str, max: usize) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_guides_rules_are_drawn_as_it_draws_them() {
+        // Copied from a2a-messaging-guide.md (the worker capsule's trace).
+        assert_eq!(
+            rule("Session"),
+            "── Session ──────────────────────────────────────"
+        );
+        assert_eq!(
+            rule("Tasks"),
+            "── Tasks ───────────────────────────────────────"
+        );
+        assert_eq!(rule("Harness").chars().count(), RULE_WIDTH);
+    }
 
     #[test]
     fn the_delegations_section_follows_each_child_into_its_trace() {
