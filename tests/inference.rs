@@ -394,6 +394,15 @@ fn openai_context_continues_images_reach_the_model_and_forget_session_is_refused
     );
     let body = &seen[0].body;
     assert_eq!(body["stream_options"], json!({"include_usage": true}));
+    // A server other than OpenAI's own reads the cap as max_tokens (Ollama and LM Studio read
+    // nothing else); api.openai.com gets max_completion_tokens (the capsule's unit tests).
+    assert_eq!(
+        (
+            body["max_tokens"].as_u64(),
+            body.get("max_completion_tokens")
+        ),
+        (Some(256), None)
+    );
     assert_eq!(body["tools"][0]["type"], "function");
     let names: Vec<&str> = body["tools"]
         .as_array()

@@ -204,7 +204,10 @@ impl Driver {
     ) -> Result<Reply, CallError> {
         let body = match self.provider {
             Provider::Anthropic => anthropic::body(req),
-            Provider::OpenAi | Provider::DeepSeek => openai::body(req),
+            Provider::OpenAi | Provider::DeepSeek => {
+                let cap = openai::TokenCap::for_host(self.provider, self.endpoint.host_port().0);
+                openai::body(req, cap)
+            }
         };
         let path = match self.provider {
             Provider::Anthropic => "/v1/messages",

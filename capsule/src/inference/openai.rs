@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use super::client::Body;
 use super::error::Failure;
 use super::sse::Parser;
-use super::{Block, Delta, Msg, Reply, Request, Role, Stop, ToolCall, Usage};
+use super::{Block, Delta, Msg, Provider, Reply, Request, Role, Stop, ToolCall, Usage};
 
 pub fn headers(api_key: Option<&str>) -> Vec<(&'static str, String)> {
     api_key
@@ -18,7 +18,36 @@ pub fn headers(api_key: Option<&str>) -> Vec<(&'static str, String)> {
         .unwrap_or_default()
 }
 
-pub fn body(req: &Request<'_>) -> Value {
+/// The request field that caps a reply's tokens. OpenAI's own API has deprecated `max_tokens`
+/// and refuses it for its reasoning models (the o-series the guide's worker names, gpt-5), which
+/// take only `max_completion_tokens`; DeepSeek, Ollama and LM Studio read only `max_tokens`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TokenCap {
+    MaxTokens,
+    MaxCompletionTokens,
+}
+
+impl TokenCap {
+    /// OpenAI's own hosts (api.openai.com, Azure OpenAI) take the new name; every other server
+    /// the driver may be pointed at takes the old one.
+    pub fn for_host(provider: Provider, host: &str) -> TokenCap {
+        let host = host.to_ascii_lowercase();
+        let openai_own = host == "api.openai.com" || host.ends_with(".openai.azure.com");
+        match provider {
+            Provider::OpenAi if openai_own => TokenCap::MaxCompletionTokens,
+            _ => TokenCap::MaxTokens,
+        }
+    }
+
+    fn key(self) -> &'static str {
+        match self {
+            TokenCap::MaxTokens => "max_tokens",
+            TokenCap::MaxCompletionTokens => "max_completion_tokens",
+        }
+    }
+}
+
+pub fn body(req: &Request<'_>, cap: TokenCap) -> Value {
     let mut messages = vec![json!({"role": "system", "content": req.system})];
     for m in req.messages {
         messages.extend(message(m));
@@ -31,14 +60,15 @@ pub fn body(req: &Request<'_>) -> Value {
             "name": t.name, "description": t.description, "parameters": t.schema}})
         })
         .collect();
-    json!({
+    let mut body = json!({
         "model": req.model,
-        "max_tokens": req.max_tokens,
         "messages": messages,
         "tools": tools,
         "stream": true,
         "stream_options": {"include_usage": true},
-    })
+    });
+    body[cap.key()] = req.max_tokens.into();
+    body
 }
 
 /// One neutral message may become several: each tool result is its own `tool` message.
@@ -217,4 +247,42 @@ fn tool_delta(
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_token_cap_is_named_as_each_server_reads_it() {
+        let table = [
+            (Provider::OpenAi, "api.openai.com", "max_completion_tokens"),
+            (Provider::OpenAi, "API.OpenAI.com", "max_completion_tokens"),
+            (
+                Provider::OpenAi,
+                "mine.openai.azure.com",
+                "max_completion_tokens",
+            ),
+            (Provider::OpenAi, "127.0.0.1", "max_tokens"),
+            (Provider::OpenAi, "localhost", "max_tokens"),
+            (Provider::OpenAi, "api.openai.com.example", "max_tokens"),
+            (Provider::DeepSeek, "api.deepseek.com", "max_tokens"),
+        ];
+        let req = Request {
+            model: "m",
+            max_tokens: 321,
+            system: "s",
+            messages: &[],
+            tools: &[],
+        };
+        for (provider, host, key) in table {
+            let body = body(&req, TokenCap::for_host(provider, host));
+            assert_eq!(body[key], 321, "{provider:?} at {host}");
+            let other = match key {
+                "max_tokens" => "max_completion_tokens",
+                _ => "max_tokens",
+            };
+            assert!(body.get(other).is_none(), "{provider:?} at {host}: {body}");
+        }
+    }
 }
