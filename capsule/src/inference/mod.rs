@@ -205,8 +205,11 @@ impl Driver {
         let body = match self.provider {
             Provider::Anthropic => anthropic::body(req),
             Provider::OpenAi | Provider::DeepSeek => {
-                let cap = openai::TokenCap::for_host(self.provider, self.endpoint.host_port().0);
-                openai::body(req, cap)
+                let host = self.endpoint.host_port().0;
+                openai::body(
+                    req,
+                    &openai::Spelling::for_server(self.provider, host, req.model),
+                )
             }
         };
         let path = match self.provider {

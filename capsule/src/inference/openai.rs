@@ -18,36 +18,75 @@ pub fn headers(api_key: Option<&str>) -> Vec<(&'static str, String)> {
         .unwrap_or_default()
 }
 
-/// The request field that caps a reply's tokens. OpenAI's own API has deprecated `max_tokens`
-/// and refuses it for its reasoning models (the o-series the guide's worker names, gpt-5), which
-/// take only `max_completion_tokens`; DeepSeek, Ollama and LM Studio read only `max_tokens`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TokenCap {
-    MaxTokens,
-    MaxCompletionTokens,
+/// How one server wants a request's model and token cap spelled. The guide's workers name
+/// models as people say them (`o3-mini-high`, `deepseek-r1`); the providers' own APIs take
+/// other ids, so on their own hosts those names are translated, and nowhere else.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Spelling {
+    model: String,
+    /// OpenAI's own API has deprecated `max_tokens` and refuses it for its reasoning models,
+    /// which take only `max_completion_tokens`; DeepSeek, Ollama and LM Studio read only
+    /// `max_tokens`.
+    cap_key: &'static str,
+    reasoning_effort: Option<&'static str>,
 }
 
-impl TokenCap {
-    /// OpenAI's own hosts (api.openai.com, Azure OpenAI) take the new name; every other server
-    /// the driver may be pointed at takes the old one.
-    pub fn for_host(provider: Provider, host: &str) -> TokenCap {
+/// Model names the guide uses that DeepSeek's API knows by another id.
+const DEEPSEEK_MODELS: &[(&str, &str)] = &[
+    ("deepseek-r1", "deepseek-reasoner"),
+    ("deepseek-v3", "deepseek-chat"),
+];
+/// The effort suffixes of OpenAI's reasoning models as ChatGPT names them (`o3-mini-high`);
+/// the API takes the model without it and the effort as `reasoning_effort`.
+const EFFORTS: &[&str] = &["low", "medium", "high"];
+
+impl Spelling {
+    pub fn for_server(provider: Provider, host: &str, model: &str) -> Spelling {
         let host = host.to_ascii_lowercase();
-        let openai_own = host == "api.openai.com" || host.ends_with(".openai.azure.com");
+        let plain = Spelling {
+            model: model.to_owned(),
+            cap_key: "max_tokens",
+            reasoning_effort: None,
+        };
         match provider {
-            Provider::OpenAi if openai_own => TokenCap::MaxCompletionTokens,
-            _ => TokenCap::MaxTokens,
-        }
-    }
-
-    fn key(self) -> &'static str {
-        match self {
-            TokenCap::MaxTokens => "max_tokens",
-            TokenCap::MaxCompletionTokens => "max_completion_tokens",
+            Provider::OpenAi if host == "api.openai.com" || host.ends_with(".openai.azure.com") => {
+                let (model, effort) = split_effort(model);
+                Spelling {
+                    model: model.to_owned(),
+                    cap_key: "max_completion_tokens",
+                    reasoning_effort: effort,
+                }
+            }
+            Provider::DeepSeek if host == "api.deepseek.com" => Spelling {
+                model: DEEPSEEK_MODELS
+                    .iter()
+                    .find(|(said, _)| *said == model)
+                    .map_or(model, |(_, id)| id)
+                    .to_owned(),
+                ..plain
+            },
+            _ => plain,
         }
     }
 }
 
-pub fn body(req: &Request<'_>, cap: TokenCap) -> Value {
+/// `o3-mini-high` → (`o3-mini`, high); any other name is left whole.
+fn split_effort(model: &str) -> (&str, Option<&'static str>) {
+    let Some((base, suffix)) = model.rsplit_once('-') else {
+        return (model, None);
+    };
+    let effort = EFFORTS.iter().find(|e| **e == suffix);
+    let series = base.strip_suffix("-mini").unwrap_or(base);
+    let reasoning = series
+        .strip_prefix('o')
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+    match effort {
+        Some(e) if reasoning => (base, Some(*e)),
+        _ => (model, None),
+    }
+}
+
+pub fn body(req: &Request<'_>, spelling: &Spelling) -> Value {
     let mut messages = vec![json!({"role": "system", "content": req.system})];
     for m in req.messages {
         messages.extend(message(m));
@@ -61,13 +100,16 @@ pub fn body(req: &Request<'_>, cap: TokenCap) -> Value {
         })
         .collect();
     let mut body = json!({
-        "model": req.model,
+        "model": spelling.model,
         "messages": messages,
         "tools": tools,
         "stream": true,
         "stream_options": {"include_usage": true},
     });
-    body[cap.key()] = req.max_tokens.into();
+    body[spelling.cap_key] = req.max_tokens.into();
+    if let Some(effort) = spelling.reasoning_effort {
+        body["reasoning_effort"] = effort.into();
+    }
     body
 }
 
@@ -253,6 +295,17 @@ fn tool_delta(
 mod tests {
     use super::*;
 
+    fn sent(provider: Provider, host: &str, model: &str) -> Value {
+        let req = Request {
+            model,
+            max_tokens: 321,
+            system: "s",
+            messages: &[],
+            tools: &[],
+        };
+        body(&req, &Spelling::for_server(provider, host, model))
+    }
+
     #[test]
     fn the_token_cap_is_named_as_each_server_reads_it() {
         let table = [
@@ -260,7 +313,7 @@ mod tests {
             (Provider::OpenAi, "API.OpenAI.com", "max_completion_tokens"),
             (
                 Provider::OpenAi,
-                "mine.openai.azure.com",
+                "me.openai.azure.com",
                 "max_completion_tokens",
             ),
             (Provider::OpenAi, "127.0.0.1", "max_tokens"),
@@ -268,21 +321,101 @@ mod tests {
             (Provider::OpenAi, "api.openai.com.example", "max_tokens"),
             (Provider::DeepSeek, "api.deepseek.com", "max_tokens"),
         ];
-        let req = Request {
-            model: "m",
-            max_tokens: 321,
-            system: "s",
-            messages: &[],
-            tools: &[],
-        };
         for (provider, host, key) in table {
-            let body = body(&req, TokenCap::for_host(provider, host));
+            let body = sent(provider, host, "gpt-5");
             assert_eq!(body[key], 321, "{provider:?} at {host}");
             let other = match key {
                 "max_tokens" => "max_completion_tokens",
                 _ => "max_tokens",
             };
             assert!(body.get(other).is_none(), "{provider:?} at {host}: {body}");
+        }
+    }
+
+    #[test]
+    fn the_guides_model_names_reach_each_provider_as_its_api_ids() {
+        let table = [
+            // (provider, host, written, sent, reasoning_effort)
+            (
+                Provider::OpenAi,
+                "api.openai.com",
+                "o3-mini-high",
+                "o3-mini",
+                Some("high"),
+            ),
+            (
+                Provider::OpenAi,
+                "api.openai.com",
+                "o1-low",
+                "o1",
+                Some("low"),
+            ),
+            (
+                Provider::OpenAi,
+                "api.openai.com",
+                "o4-mini-medium",
+                "o4-mini",
+                Some("medium"),
+            ),
+            (
+                Provider::OpenAi,
+                "api.openai.com",
+                "o3-mini",
+                "o3-mini",
+                None,
+            ),
+            (
+                Provider::OpenAi,
+                "api.openai.com",
+                "gpt-4o-high",
+                "gpt-4o-high",
+                None,
+            ),
+            (Provider::OpenAi, "api.openai.com", "o-high", "o-high", None),
+            (
+                Provider::OpenAi,
+                "127.0.0.1",
+                "o3-mini-high",
+                "o3-mini-high",
+                None,
+            ),
+            (
+                Provider::DeepSeek,
+                "api.deepseek.com",
+                "deepseek-r1",
+                "deepseek-reasoner",
+                None,
+            ),
+            (
+                Provider::DeepSeek,
+                "api.deepseek.com",
+                "deepseek-v3",
+                "deepseek-chat",
+                None,
+            ),
+            (
+                Provider::DeepSeek,
+                "api.deepseek.com",
+                "deepseek-chat",
+                "deepseek-chat",
+                None,
+            ),
+            (
+                Provider::DeepSeek,
+                "localhost",
+                "deepseek-r1",
+                "deepseek-r1",
+                None,
+            ),
+        ];
+        for (provider, host, written, model, effort) in table {
+            let body = sent(provider, host, written);
+            assert_eq!(body["model"], model, "{written} at {host}");
+            assert_eq!(
+                body.get("reasoning_effort").and_then(Value::as_str),
+                effort,
+                "{written} at {host}"
+            );
         }
     }
 }
