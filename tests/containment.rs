@@ -252,15 +252,7 @@ fn a_harness_cannot_print_mur_token(mode: &str) {
         let m = home.write("guarded/murmur.yaml", &authenticated.yaml());
         Launch::start_env(&home, &m, &[], &env(mode))
     };
-    let (code, out, _) = home.run(&["token", &guarded.session]);
-    assert_eq!(code, 0);
-    let operator = out
-        .lines()
-        .next()
-        .unwrap()
-        .strip_prefix("operator ")
-        .unwrap()
-        .to_owned();
+    let operator = home.operator_token(&guarded.session);
     let run = launch(&home, &Fixture::default(), mode);
 
     let said = run_in_harness(&run, &format!("mur token {}", guarded.session));

@@ -175,23 +175,6 @@ fn token_of(home: &Home, session: &str, credential: &str) -> String {
         .1
 }
 
-fn rpc(port: u16, token: &str, method: &str, params: Value) -> Value {
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-    let bearer = format!("Bearer {token}");
-    http(
-        port,
-        "POST",
-        "/",
-        &[
-            ("Content-Type", "application/json"),
-            ("A2A-Version", "1.0"),
-            ("Authorization", &bearer),
-        ],
-        body.to_string().as_bytes(),
-    )
-    .json()
-}
-
 #[test]
 fn a_formation_whose_calls_form_a_cycle_launches_answers_and_leaves_nothing() {
     let home = Home::new();
@@ -426,21 +409,21 @@ fn member_credentials_see_only_their_own_tasks() {
         br#"{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{}}"#,
     );
     assert_eq!(anonymous.status, 401);
-    let mine = rpc(
+    let mine = bearer_rpc(
         coder_port,
         &lead,
         "SendMessage",
         message("from lead", false),
     );
     let mine = mine["result"]["task"]["id"].as_str().unwrap().to_owned();
-    let theirs = rpc(
+    let theirs = bearer_rpc(
         coder_port,
         &operator,
         "SendMessage",
         message("from the operator", false),
     );
     let theirs = theirs["result"]["task"]["id"].as_str().unwrap().to_owned();
-    let seen = rpc(coder_port, &lead, "ListTasks", json!({}));
+    let seen = bearer_rpc(coder_port, &lead, "ListTasks", json!({}));
     let ids: Vec<&str> = seen["result"]["tasks"]
         .as_array()
         .unwrap()
@@ -448,9 +431,9 @@ fn member_credentials_see_only_their_own_tasks() {
         .map(|t| t["id"].as_str().unwrap())
         .collect();
     assert_eq!(ids, [mine.as_str()]);
-    let hidden = rpc(coder_port, &lead, "GetTask", json!({"id": theirs}));
+    let hidden = bearer_rpc(coder_port, &lead, "GetTask", json!({"id": theirs}));
     assert_eq!(hidden["error"]["code"], -32001, "{hidden}");
-    let all = rpc(coder_port, &operator, "ListTasks", json!({}));
+    let all = bearer_rpc(coder_port, &operator, "ListTasks", json!({}));
     assert_eq!(all["result"]["totalSize"], 2);
     // A member credential reaches no session-wide method.
     let stop = http(
@@ -474,7 +457,7 @@ fn kill_a_working_member(on_failure: &str) -> (Home, Running, String) {
     let (coder_port, coder) = run.member("coder");
     let lead = token_of(&home, &coder, "member:lead");
     let pidfile = home.root.join("h.pid");
-    let sent = rpc(
+    let sent = bearer_rpc(
         coder_port,
         &lead,
         "SendMessage",
@@ -538,11 +521,7 @@ fn kill_9_of_a_member_stops_the_formation_by_default() {
         &task,
         "stopping the formation (on_member_failure: stop)",
     );
-    assert!(
-        wait_until(LONG, || processes_of(&home).is_empty()),
-        "{:?}",
-        processes_of(&home)
-    );
+    assert_nothing_left(&home, LONG);
     assert!(std::fs::read_dir(home.home.join("run")).unwrap().count() == 0);
 }
 
@@ -558,7 +537,7 @@ fn kill_9_of_a_member_leaves_the_rest_running_when_asked() {
     let (lead_port, lead) = run.member("lead");
     let operator = token_of(&home, &lead, "operator");
     // The lead goes on; its calls to the dead member are unreachable.
-    let done = rpc(
+    let done = bearer_rpc(
         lead_port,
         &operator,
         "SendMessage",
@@ -586,7 +565,7 @@ fn kill_9_of_a_member_leaves_the_rest_running_when_asked() {
     );
     signal(run.child.id(), 2);
     assert_eq!(run.wait_exit(LONG), Some(0));
-    assert!(wait_until(LONG, || processes_of(&home).is_empty()));
+    assert_nothing_left(&home, LONG);
 }
 
 #[test]
@@ -606,7 +585,7 @@ fn no_minted_token_appears_anywhere_but_the_token_files() {
     // Work flows through every door while the tokens are live.
     let (lead_port, lead) = run.member("lead");
     let operator = token_of(&home, &lead, "operator");
-    rpc(lead_port, &operator, "SendMessage", message("@env", false));
+    bearer_rpc(lead_port, &operator, "SendMessage", message("@env", false));
     let files = |dir: &Path| -> Vec<PathBuf> {
         let mut out = Vec::new();
         let mut stack = vec![dir.to_path_buf()];
@@ -665,7 +644,7 @@ fn a_member_reaches_only_its_callees_and_connects_to_nothing_else() {
     let counted = elsewhere.local_addr().unwrap().port();
     // coder calls [reviewer] only: lead is no callee, and neither door is on its allow list.
     let attempt = |command: String| -> Value {
-        let done = rpc(
+        let done = bearer_rpc(
             coder_port,
             &operator,
             "SendMessage",
@@ -724,17 +703,6 @@ fn kill_9_of_mur_run_leaves_no_member_and_mur_ps_prunes_every_file() {
     );
     signal(run.child.id(), 9);
     let _ = run.child.wait();
-    assert!(
-        wait_until(LONG, || processes_of(&home).is_empty()),
-        "{:?}",
-        processes_of(&home)
-    );
-    let (code, out, _) = home.run(&["ps"]);
-    assert_eq!((code, out.as_str()), (0, "no capsule is running\n"));
-    let left: Vec<_> = std::fs::read_dir(home.home.join("run"))
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name())
-        .collect();
-    assert!(left.is_empty(), "{left:?}");
+    assert_nothing_left(&home, LONG);
+    assert_ps_prunes_run(&home);
 }

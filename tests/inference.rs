@@ -45,6 +45,15 @@ fn base(fake: &Fake, driver: &str) -> String {
 }
 
 /// `mur run --task TEXT` to its end, with the key in the environment: (code, stdout, stderr).
+/// A queue worker on `driver` against the fake provider, its key in the environment.
+fn queue_worker(home: &Home, fake: &Fake, driver: &str) -> Launch {
+    let manifest = home.write(
+        "w/murmur.yaml",
+        &capsule(driver, &base(fake, driver), "", QUEUE),
+    );
+    Launch::start_env(home, &manifest, &[], &[(KEY_VAR, KEY.into())])
+}
+
 fn run_task(home: &Home, manifest: &Path, text: &str) -> (i32, String, String) {
     let mut cmd = home.mur();
     cmd.env(KEY_VAR, KEY)
@@ -206,11 +215,7 @@ fn anthropic_loop_streams_frames_asks_for_input_and_feeds_the_reply_back() {
             (70, 9),
         )),
     ]);
-    let manifest = home.write(
-        "w/murmur.yaml",
-        &capsule("anthropic", &base(&fake, "anthropic"), "", QUEUE),
-    );
-    let run = Launch::start_env(&home, &manifest, &[], &[(KEY_VAR, KEY.into())]);
+    let run = queue_worker(&home, &fake, "anthropic");
     let id = run.start_task("ship it");
     let waiting = run.wait_task(&id, LONG, |s| s == "TASK_STATE_INPUT_REQUIRED");
     assert_eq!(
@@ -369,11 +374,7 @@ fn openai_context_continues_images_reach_the_model_and_forget_session_is_refused
         texts(openai::text("", &["first ", "answer"], "stop", (10, 2))),
         texts(openai::text("because", &["second"], "stop", (20, 1))),
     ]);
-    let manifest = home.write(
-        "w/murmur.yaml",
-        &capsule("openai", &base(&fake, "openai"), "", QUEUE),
-    );
-    let run = Launch::start_env(&home, &manifest, &[], &[(KEY_VAR, KEY.into())]);
+    let run = queue_worker(&home, &fake, "openai");
     // A 1x1 PNG.
     let png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==";
     let first = json!({"message": {"messageId": "m1", "role": "ROLE_USER", "contextId": "ctx-1",
@@ -617,25 +618,7 @@ fn an_http_orchestrator_sends_the_worker_a_message_through_its_allow_list() {
     let trace = home.trace(&session_of(&out));
     let sends = events(&trace, "a2a_send");
     assert_eq!(sends.len(), 1, "only the allowed send went out: {trace:?}");
-    let keys: Vec<&str> = sends[0]
-        .as_object()
-        .unwrap()
-        .keys()
-        .map(String::as_str)
-        .collect();
-    assert_eq!(
-        keys,
-        [
-            "event_type",
-            "session_id",
-            "timestamp",
-            "peer_url",
-            "message_id",
-            "task_id",
-            "context_id",
-            "caller_task_id"
-        ]
-    );
+    assert_eq!(keys_of(sends[0]), A2A_SEND_KEYS);
     assert_eq!(
         (sends[0]["peer_url"].as_str(), sends[0]["task_id"].as_str()),
         (
@@ -745,11 +728,7 @@ fn a_continued_answer_closing_empty_keeps_a_history_without_empty_blocks() {
         texts(anthropic::text("", &[], "end_turn", (5, 0))),
         texts(anthropic::text("", &["again"], "end_turn", (5, 1))),
     ]);
-    let manifest = home.write(
-        "w/murmur.yaml",
-        &capsule("anthropic", &base(&fake, "anthropic"), "", QUEUE),
-    );
-    let run = Launch::start_env(&home, &manifest, &[], &[(KEY_VAR, KEY.into())]);
+    let run = queue_worker(&home, &fake, "anthropic");
     let send = |id: &str, text: &str| {
         let m = json!({"message": {"messageId": id, "role": "ROLE_USER", "contextId": "ctx-c",
             "parts": [{"text": text}]}});
@@ -915,11 +894,7 @@ fn cancel_drops_the_call_in_flight_and_the_task_ends_canceled() {
     let mut pieces = anthropic::text("", &["never"], "end_turn", (1, 1));
     pieces.truncate(2);
     fake.script([Reply::Hold(pieces)]);
-    let manifest = home.write(
-        "w/murmur.yaml",
-        &capsule("anthropic", &base(&fake, "anthropic"), "", QUEUE),
-    );
-    let run = Launch::start_env(&home, &manifest, &[], &[(KEY_VAR, KEY.into())]);
+    let run = queue_worker(&home, &fake, "anthropic");
     let id = run.start_task("think forever");
     assert!(
         wait_until(LONG, || fake.seen().len() == 1),
@@ -1265,11 +1240,7 @@ fn end_without_answer_ends_the_task_with_the_models_reason() {
         &["{\"reason\": \"nothing to ", "do here\"}"],
         (5, 5),
     ))]);
-    let manifest = home.write(
-        "w/murmur.yaml",
-        &capsule("anthropic", &base(&fake, "anthropic"), "", QUEUE),
-    );
-    let run = Launch::start_env(&home, &manifest, &[], &[(KEY_VAR, KEY.into())]);
+    let run = queue_worker(&home, &fake, "anthropic");
     let task = run.send("anything?", false)["result"]["task"].clone();
     assert_eq!(task["status"]["state"], "TASK_STATE_FAILED", "{task}");
     assert_eq!(

@@ -75,26 +75,9 @@ fn operator(home: &Home, session: &str) -> String {
     all[0].1.clone()
 }
 
-/// A JSON-RPC call to an authenticated door (every formation door is).
-fn rpc(port: u16, token: &str, method: &str, params: Value) -> Value {
-    let auth = format!("Bearer {token}");
-    http(
-        port,
-        "POST",
-        "/",
-        &[
-            ("Content-Type", "application/json"),
-            ("A2A-Version", "1.0"),
-            ("Authorization", &auth),
-        ],
-        request(json!(1), method, params).as_bytes(),
-    )
-    .json()
-}
-
 /// Sends `text` to a member and waits for its task to complete; answers the task id.
 fn complete(home: &Home, m: &Member, text: &str) -> String {
-    let answer = rpc(
+    let answer = bearer_rpc(
         m.port,
         &operator(home, &m.session),
         "SendMessage",
@@ -202,7 +185,7 @@ fn stop_on_one_member_stops_the_whole_formation_and_leaves_nothing_running() {
     let (mut run, members) = launch_formation(&home);
     let coder = &members[1];
     let pidfile = pidfile(&home);
-    let started = rpc(
+    let started = bearer_rpc(
         coder.port,
         &operator(&home, &coder.session),
         "SendMessage",
@@ -290,7 +273,7 @@ fn token_lists_a_members_own_credentials_member_callers_included() {
     );
     // Each listed token opens the member's door.
     for (credential, token) in tokens(&home, &members[2].session) {
-        let answer = rpc(members[2].port, &token, "ListTasks", json!({}));
+        let answer = bearer_rpc(members[2].port, &token, "ListTasks", json!({}));
         assert!(answer.get("result").is_some(), "{credential}: {answer}");
     }
 

@@ -96,20 +96,7 @@ fn send_message_reaches_a_worker_the_allow_list_names() {
     );
     let sending_task = &events(&home, &sender, "task_start")[0]["task_id"];
     assert_eq!(&s["caller_task_id"], sending_task);
-    let keys: Vec<&str> = s.as_object().unwrap().keys().map(String::as_str).collect();
-    assert_eq!(
-        keys,
-        [
-            "event_type",
-            "session_id",
-            "timestamp",
-            "peer_url",
-            "message_id",
-            "task_id",
-            "context_id",
-            "caller_task_id"
-        ]
-    );
+    assert_eq!(keys_of(s), A2A_SEND_KEYS);
     let tool = events(&home, &sender, "tool_call");
     assert_eq!(tool[0]["tool"], "send-message");
     assert_eq!(
@@ -464,13 +451,7 @@ fn start_formation(home: &Home) -> Formation {
     let members = members
         .into_iter()
         .map(|(name, port, session)| {
-            let (code, out, err) = home.run(&["token", &session]);
-            assert_eq!(code, 0, "{err}");
-            let operator = out
-                .lines()
-                .find_map(|l| l.strip_prefix("operator "))
-                .unwrap_or_else(|| panic!("no operator token: {out}"))
-                .to_owned();
+            let operator = home.operator_token(&session);
             Member {
                 name,
                 port,

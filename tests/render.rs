@@ -42,20 +42,17 @@ fn documents(text: &str) -> Vec<Value> {
         .collect()
 }
 
+/// `mur render --target kubernetes FORMATION EXTRA...`: (exit code, stdout, stderr).
+fn render_kubernetes(home: &Home, formation: &str, extra: &[&str]) -> (i32, String, String) {
+    let mut args = vec!["render", "--target", "kubernetes", formation];
+    args.extend_from_slice(extra);
+    mur(home, &args)
+}
+
 /// The objects of `formation`, rendered into [`NAMESPACE`].
 fn render(home: &Home, formation: &Path) -> Vec<Value> {
     let path = formation.to_str().unwrap();
-    let (code, out, err) = mur(
-        home,
-        &[
-            "render",
-            "--target",
-            "kubernetes",
-            path,
-            "--namespace",
-            NAMESPACE,
-        ],
-    );
+    let (code, out, err) = render_kubernetes(home, path, &["--namespace", NAMESPACE]);
     assert_eq!(code, 0, "mur render {path} failed: {err}");
     documents(&out)
 }
@@ -508,16 +505,10 @@ fn out_writes_a_file_per_member_and_secrets_from_reuses_their_tokens() {
     let home = Home::new();
     let formation = repo_root().join("manifests/split/formation.yaml");
     let out = home.root.join("rendered");
-    let (code, stdout, err) = mur(
+    let (code, stdout, err) = render_kubernetes(
         &home,
-        &[
-            "render",
-            "--target",
-            "kubernetes",
-            formation.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-        ],
+        formation.to_str().unwrap(),
+        &["--out", out.to_str().unwrap()],
     );
     assert_eq!(code, 0, "{err}");
     let files: Vec<String> = ["formation", "member-lead", "member-left", "member-right"]
@@ -533,16 +524,10 @@ fn out_writes_a_file_per_member_and_secrets_from_reuses_their_tokens() {
         first.extend(documents(&std::fs::read_to_string(f).unwrap()));
     }
     assert_eq!(first.len(), 1 + 3 * 5);
-    let (code, again, err) = mur(
+    let (code, again, err) = render_kubernetes(
         &home,
-        &[
-            "render",
-            "--target",
-            "kubernetes",
-            formation.to_str().unwrap(),
-            "--secrets-from",
-            out.to_str().unwrap(),
-        ],
+        formation.to_str().unwrap(),
+        &["--secrets-from", out.to_str().unwrap()],
     );
     assert_eq!(code, 0, "{err}");
     assert_eq!(secret_tokens(&documents(&again)), secret_tokens(&first));
@@ -573,32 +558,20 @@ fn out_writes_a_file_per_member_and_secrets_from_reuses_their_tokens() {
         &serde_yaml::to_string(&json!({"apiVersion": "v1", "kind": "List", "items": items}))
             .unwrap(),
     );
-    let (code, from_list, err) = mur(
+    let (code, from_list, err) = render_kubernetes(
         &home,
-        &[
-            "render",
-            "--target",
-            "kubernetes",
-            formation.to_str().unwrap(),
-            "--secrets-from",
-            list.to_str().unwrap(),
-        ],
+        formation.to_str().unwrap(),
+        &["--secrets-from", list.to_str().unwrap()],
     );
     assert_eq!(code, 0, "{err}");
     assert_eq!(secret_tokens(&documents(&from_list)), secret_tokens(&first));
 
     // Secrets of another formation hold nothing for this one.
     let other = repo_root().join("manifests/split-agents/formation.yaml");
-    let (code, stdout, err) = mur(
+    let (code, stdout, err) = render_kubernetes(
         &home,
-        &[
-            "render",
-            "--target",
-            "kubernetes",
-            other.to_str().unwrap(),
-            "--secrets-from",
-            out.to_str().unwrap(),
-        ],
+        other.to_str().unwrap(),
+        &["--secrets-from", out.to_str().unwrap()],
     );
     assert_eq!((code, stdout.as_str()), (1, ""));
     assert_eq!(

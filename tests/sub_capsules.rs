@@ -234,14 +234,7 @@ fn kill_9_of_the_top_capsule_leaves_no_child() {
         run.wait_exit(LONG).is_some(),
         "mur run ends with its capsule"
     );
-    assert!(
-        wait_until(LONG, || processes_of(&home).is_empty()),
-        "left running: {:?}",
-        processes_of(&home)
-            .iter()
-            .map(|p| cmdline(*p))
-            .collect::<Vec<_>>()
-    );
+    assert_nothing_left(&home, LONG);
 }
 
 #[test]
@@ -274,7 +267,7 @@ fn a_formation_member_delegates() {
     ]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(out.lines().last(), Some("Acknowledged."), "{out}");
-    assert!(wait_until(LONG, || processes_of(&home).is_empty()));
+    assert_nothing_left(&home, LONG);
 }
 
 #[test]
@@ -310,11 +303,7 @@ fn ctrl_c_ends_every_level_cleanly() {
     let (mut run, task) = three_levels_working(&home);
     signal(run.pid(), 2);
     assert_eq!(run.wait_exit(LONG), Some(0), "a clean stop exits 0");
-    assert!(
-        wait_until(LONG, || processes_of(&home).is_empty()),
-        "left running: {:?}",
-        processes_of(&home)
-    );
+    assert_nothing_left(&home, LONG);
     // The top's task was canceled, its delegation ended before its task_end.
     let trace = home.trace(&run.session);
     let of_task: Vec<&str> = trace
@@ -334,23 +323,9 @@ fn kill_9_of_mur_run_leaves_no_level_running() {
     let (mut run, _) = three_levels_working(&home);
     signal(run.pid(), 9);
     let _ = run.child.wait();
-    assert!(
-        wait_until(LONG, || processes_of(&home).is_empty()),
-        "left running: {:?}",
-        processes_of(&home)
-            .iter()
-            .map(|p| cmdline(*p))
-            .collect::<Vec<_>>()
-    );
+    assert_nothing_left(&home, LONG);
     // What the launch left in run/ is pruned by the next mur ps, tokens and wiring included.
-    let (code, out, _) = home.run(&["ps"]);
-    assert_eq!((code, out.as_str()), (0, "no capsule is running\n"));
-    let left: Vec<_> = std::fs::read_dir(home.home.join("run"))
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name())
-        .collect();
-    assert!(left.is_empty(), "{left:?}");
+    assert_ps_prunes_run(&home);
 }
 
 #[test]
@@ -400,29 +375,13 @@ fn a_completion_token_lives_in_a_private_file_never_in_the_environment() {
         ),
     );
     let run = Launch::start(&home, &top, &[]);
-    let (_, out, _) = home.run(&["token", &run.session]);
-    let operator = out
-        .lines()
-        .next()
-        .unwrap()
-        .strip_prefix("operator ")
-        .unwrap()
-        .to_owned();
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
-        "params": message("@delegate child @sleep 120", true)});
-    let bearer = format!("Bearer {operator}");
-    let sent = http(
+    let operator = home.operator_token(&run.session);
+    let sent = bearer_rpc(
         run.port,
-        "POST",
-        "/",
-        &[
-            ("Content-Type", "application/json"),
-            ("A2A-Version", "1.0"),
-            ("Authorization", &bearer),
-        ],
-        body.to_string().as_bytes(),
-    )
-    .json();
+        &operator,
+        "SendMessage",
+        message("@delegate child @sleep 120", true),
+    );
     let task = sent["result"]["task"]["id"].as_str().unwrap().to_owned();
     let mut child = Value::Null;
     assert!(wait_until(LONG, || {
@@ -444,20 +403,7 @@ fn a_completion_token_lives_in_a_private_file_never_in_the_environment() {
         "the token is not in the sub-capsule's environment"
     );
     // Canceling the delegating task ends the child, and its token file goes with it.
-    let canceled = http(
-        run.port,
-        "POST",
-        "/",
-        &[
-            ("Content-Type", "application/json"),
-            ("A2A-Version", "1.0"),
-            ("Authorization", &bearer),
-        ],
-        json!({"jsonrpc": "2.0", "id": 2, "method": "CancelTask", "params": {"id": task}})
-            .to_string()
-            .as_bytes(),
-    )
-    .json();
+    let canceled = bearer_rpc(run.port, &operator, "CancelTask", json!({"id": task}));
     assert_eq!(canceled["result"]["status"]["state"], "TASK_STATE_CANCELED");
     assert!(
         wait_until(LONG, || !file.exists()),

@@ -57,13 +57,7 @@ pub fn start_authenticated(home: &Home) -> (Launch, String) {
         ..Fixture::default()
     };
     let run = start_fixture(home, "murmur.yaml", &f, &[]);
-    let (code, out, err) = home.run(&["token", "@1"]);
-    assert_eq!(code, 0, "mur token: {err}");
-    let token = out
-        .lines()
-        .find_map(|l| l.strip_prefix("operator "))
-        .unwrap_or_else(|| panic!("mur token printed no operator token: {out}"))
-        .to_owned();
+    let token = home.operator_token("@1");
     (run, token)
 }
 

@@ -54,6 +54,42 @@ pub fn search_path() -> String {
     .clone()
 }
 
+/// An `a2a_send` trace record's keys, in the order the spec lists them.
+pub const A2A_SEND_KEYS: [&str; 8] = [
+    "event_type",
+    "session_id",
+    "timestamp",
+    "peer_url",
+    "message_id",
+    "task_id",
+    "context_id",
+    "caller_task_id",
+];
+
+/// A JSON object's keys in the order they were written (empty for anything else).
+pub fn keys_of(v: &Value) -> Vec<&str> {
+    v.as_object()
+        .map(|o| o.keys().map(String::as_str).collect())
+        .unwrap_or_default()
+}
+
+/// A JSON-RPC call to an authenticated door with `token` as its bearer; answers the JSON.
+pub fn bearer_rpc(port: u16, token: &str, method: &str, params: Value) -> Value {
+    let auth = format!("Bearer {token}");
+    http(
+        port,
+        "POST",
+        "/",
+        &[
+            ("Content-Type", "application/json"),
+            ("A2A-Version", "1.0"),
+            ("Authorization", &auth),
+        ],
+        request(json!(1), method, params).as_bytes(),
+    )
+    .json()
+}
+
 /// Polls `f` every 10 ms until it holds or `limit` passes; answers whether it held.
 pub fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + limit;
@@ -101,6 +137,16 @@ impl Home {
         }
         std::fs::write(&path, text).unwrap();
         path
+    }
+
+    /// The operator token `mur token SESSION` prints for a session.
+    pub fn operator_token(&self, session: &str) -> String {
+        let (code, out, err) = self.run(&["token", session]);
+        assert_eq!(code, 0, "mur token {session}: {err}");
+        out.lines()
+            .find_map(|l| l.strip_prefix("operator "))
+            .unwrap_or_else(|| panic!("mur token printed no operator token: {out}"))
+            .to_owned()
     }
 
     /// `mur` with this home, in the work folder.
@@ -659,6 +705,30 @@ pub fn processes_of(home: &Home) -> Vec<u32> {
                 && alive(*pid)
         })
         .collect()
+}
+
+/// Waits (bounded) until no process the test started is alive, read from /proc; fails naming
+/// every one left.
+pub fn assert_nothing_left(home: &Home, limit: Duration) {
+    let gone = wait_until(limit, || processes_of(home).is_empty());
+    let left: Vec<String> = processes_of(home)
+        .into_iter()
+        .map(|p| format!("{p} {}", cmdline(p)))
+        .collect();
+    assert!(gone, "left running: {left:?}");
+}
+
+/// After a launch was killed: the next `mur ps` finds nothing running and prunes `run/` of
+/// every record, token and wiring file the launch left.
+pub fn assert_ps_prunes_run(home: &Home) {
+    let (code, out, _) = home.run(&["ps"]);
+    assert_eq!((code, out.as_str()), (0, "no capsule is running\n"));
+    let left: Vec<_> = std::fs::read_dir(home.home.join("run"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
 }
 
 /// A process's command line, its arguments joined by spaces.
