@@ -718,6 +718,21 @@ fn mur_capsule_says_where_its_config_comes_from_and_which_address_it_could_not_t
         err,
         "error: mur capsule reads its capsule config (JSON) from MURMUR_CAPSULE_CONFIG: it is unset or unreadable\n  hint: `mur render --target kubernetes` puts it in each member's ConfigMap; to run a manifest here use `mur run`\n"
     );
+    // Set, but not a config: serde's own words, with where it stopped.
+    let out = home
+        .mur()
+        .args(["capsule", "--listen", "127.0.0.1:0"])
+        .env("MURMUR_CAPSULE_CONFIG", "{\"manifest\": 5}")
+        .output()
+        .unwrap();
+    assert_eq!(
+        (out.status.code(), out.stdout.as_slice()),
+        (Some(2), &b""[..])
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "error: mur capsule reads its capsule config (JSON) from MURMUR_CAPSULE_CONFIG: it is not a capsule config (invalid type: integer `5`, expected path string at line 1 column 14)\n  hint: `mur render --target kubernetes` puts it in each member's ConfigMap; to run a manifest here use `mur run`\n"
+    );
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let address = taken.local_addr().unwrap().to_string();
     let config = json!({

@@ -304,7 +304,7 @@ async fn dispatch(cmd: Cmd) -> CliResult<i32> {
 
 /// The capsule process: its config from the environment, its listener on the inherited fd.
 fn capsule_main() -> i32 {
-    let config = commands::capsule::config();
+    let config = commands::capsule::config().ok();
     let fd = std::env::var(launch::LISTEN_FD_ENV)
         .ok()
         .and_then(|f| f.parse::<i32>().ok());

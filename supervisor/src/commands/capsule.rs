@@ -3,11 +3,18 @@
 //! same capsule as `mur __capsule` on a listener it bound; both end in
 //! `capsule::runtime::main` with the same config, so the door has one code path.
 
+/// Why the capsule config could not be taken from the environment.
+pub enum ConfigError {
+    /// The variable is not set (or not UTF-8).
+    Unset,
+    /// It is set, but not a capsule config: serde's words, with line and column.
+    Invalid(String),
+}
+
 /// The capsule config `mur run` (or a rendered Deployment) put in the environment.
-pub fn config() -> Option<capsule::runtime::CapsuleConfig> {
-    std::env::var(capsule::runtime::CONFIG_ENV)
-        .ok()
-        .and_then(|c| serde_json::from_str(&c).ok())
+pub fn config() -> Result<capsule::runtime::CapsuleConfig, ConfigError> {
+    let text = std::env::var(capsule::runtime::CONFIG_ENV).map_err(|_| ConfigError::Unset)?;
+    serde_json::from_str(&text).map_err(|e| ConfigError::Invalid(e.to_string()))
 }
 
 /// `mur capsule`: the same capsule as `__capsule`, from the same config in the same variable,
@@ -15,12 +22,19 @@ pub fn config() -> Option<capsule::runtime::CapsuleConfig> {
 /// command (docs/kubernetes.md). It makes its records and work folders, which a launch makes.
 pub fn serve(listen: &str) -> i32 {
     use capsule::runtime::exit::CANNOT_START;
-    let Some(config) = config() else {
-        eprintln!(
-            "error: mur capsule reads its capsule config (JSON) from {}: it is unset or unreadable\n  hint: `mur render --target kubernetes` puts it in each member's ConfigMap; to run a manifest here use `mur run`",
-            capsule::runtime::CONFIG_ENV
-        );
-        return CANNOT_START;
+    let config = match config() {
+        Ok(c) => c,
+        Err(e) => {
+            let why = match e {
+                ConfigError::Unset => "it is unset or unreadable".to_owned(),
+                ConfigError::Invalid(e) => format!("it is not a capsule config ({e})"),
+            };
+            eprintln!(
+                "error: mur capsule reads its capsule config (JSON) from {}: {why}\n  hint: `mur render --target kubernetes` puts it in each member's ConfigMap; to run a manifest here use `mur run`",
+                capsule::runtime::CONFIG_ENV
+            );
+            return CANNOT_START;
+        }
     };
     // Records are private (0700); a work folder that exists is left as it is.
     let made = capsule::private::create_dir_all(&config.records_dir)
