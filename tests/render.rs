@@ -501,6 +501,90 @@ fn tokens_live_in_secrets_only_and_each_door_holds_its_own_digests() {
 }
 
 #[test]
+fn out_replaces_its_files_all_at_once_and_removes_a_gone_members_file() {
+    let home = Home::new();
+    let split = repo_root().join("manifests/split");
+    let out = home.root.join("rendered");
+    let out_s = out.to_str().unwrap();
+    let (code, _, err) = render_kubernetes(
+        &home,
+        split.join("formation.yaml").to_str().unwrap(),
+        &["--out", out_s],
+    );
+    assert_eq!(code, 0, "{err}");
+    // The same formation, its member `right` renamed `third`.
+    let renamed = home.write(
+        "renamed/formation.yaml",
+        &format!(
+            "formation:\n  name: split\n  version: \"0.1.0\"\n  entry: lead\n  members:\n    lead:\n      manifest: {lead}\n      calls: [left, third]\n    left:\n      manifest: {worker}\n    third:\n      manifest: {worker}\n",
+            lead = split.join("lead.yaml").display(),
+            worker = split.join("worker.yaml").display(),
+        ),
+    );
+    let (code, stdout, err) =
+        render_kubernetes(&home, renamed.to_str().unwrap(), &["--out", out_s]);
+    assert_eq!(code, 0, "{err}");
+    let written: Vec<String> = ["formation", "member-lead", "member-left", "member-third"]
+        .iter()
+        .map(|f| out.join(format!("{f}.yaml")).display().to_string())
+        .collect();
+    assert_eq!(stdout.lines().collect::<Vec<_>>(), written);
+    assert_eq!(
+        err,
+        format!(
+            "removed {}: its member is no longer in the formation\n",
+            out.join("member-right.yaml").display()
+        )
+    );
+    let mut names: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "formation.yaml",
+            "member-lead.yaml",
+            "member-left.yaml",
+            "member-third.yaml"
+        ]
+    );
+
+    // A file that cannot be replaced refuses the render before any file is: no member is left
+    // with tokens of another render than its callers', and nothing half-written stays.
+    let before: Vec<String> = ["formation.yaml", "member-lead.yaml", "member-left.yaml"]
+        .iter()
+        .map(|f| std::fs::read_to_string(out.join(f)).unwrap())
+        .collect();
+    std::fs::remove_file(out.join("member-third.yaml")).unwrap();
+    std::fs::create_dir(out.join("member-third.yaml")).unwrap();
+    let (code, stdout, err) =
+        render_kubernetes(&home, renamed.to_str().unwrap(), &["--out", out_s]);
+    assert_eq!((code, stdout.as_str()), (1, ""));
+    assert_eq!(
+        err,
+        format!(
+            "error[E-RND-004]: cannot write {}: it is a folder\n  hint: pass --out a folder you can write, or leave it out to print to stdout\n",
+            out.join("member-third.yaml").display()
+        )
+    );
+    let after: Vec<String> = ["formation.yaml", "member-lead.yaml", "member-left.yaml"]
+        .iter()
+        .map(|f| std::fs::read_to_string(out.join(f)).unwrap())
+        .collect();
+    assert_eq!(after, before, "no file was replaced");
+    let partial: Vec<_> = std::fs::read_dir(&out)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".partial"))
+        .map(|e| e.file_name())
+        .collect();
+    assert!(partial.is_empty(), "{partial:?}");
+}
+
+#[test]
 fn out_writes_a_file_per_member_and_secrets_from_reuses_their_tokens() {
     let home = Home::new();
     let formation = repo_root().join("manifests/split/formation.yaml");
