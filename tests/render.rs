@@ -712,6 +712,68 @@ fn refusals_name_what_was_wrong() {
         refused(&home, &["render", "--target", "kubernetes", split, "--secrets-from", missing.to_str().unwrap()]),
         format!("error[E-RND-003]: --secrets-from {}: No such file or directory (os error 2)\n  hint: pass a YAML file (or a folder of them) that `mur render` or `kubectl get secret -o yaml` wrote\n", missing.display())
     );
+    let unreadable = home.write("unreadable.yaml", "a: [");
+    assert_eq!(
+        refused(&home, &["render", "--target", "kubernetes", split, "--secrets-from", unreadable.to_str().unwrap()]),
+        format!("error[E-RND-003]: --secrets-from {}: not readable YAML: did not find expected node content at line 2 column 1, while parsing a flow node\n  hint: pass a YAML file (or a folder of them) that `mur render` or `kubectl get secret -o yaml` wrote\n", unreadable.display())
+    );
+    // An earlier render's Secrets: one member's missing, another's missing a credential.
+    let earlier = home.root.join("earlier");
+    let (code, _, err) = render_kubernetes(&home, split, &["--out", earlier.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let partial = home.root.join("partial");
+    std::fs::create_dir(&partial).unwrap();
+    std::fs::copy(
+        earlier.join("member-lead.yaml"),
+        partial.join("member-lead.yaml"),
+    )
+    .unwrap();
+    assert_eq!(
+        refused(&home, &["render", "--target", "kubernetes", split, "--secrets-from", partial.to_str().unwrap()]),
+        format!("error[E-RND-003]: member left: {} holds no Secret for it (labels murmur.dev/formation=split, murmur.dev/member=left)\n  hint: pass the output of an earlier `mur render` of this formation, or `kubectl get secret -l murmur.dev/formation=NAME -o yaml`; leave out --secrets-from to mint fresh tokens\n", partial.display())
+    );
+    let right = std::fs::read_to_string(earlier.join("member-right.yaml")).unwrap();
+    let without: String = right
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("member:lead "))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_ne!(without, right, "the right member's Secret held member:lead");
+    std::fs::write(earlier.join("member-right.yaml"), without).unwrap();
+    let says = refused(
+        &home,
+        &[
+            "render",
+            "--target",
+            "kubernetes",
+            split,
+            "--secrets-from",
+            earlier.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(
+        says,
+        format!("error[E-RND-003]: member right: {} has no token for credential member:lead\n  hint: the formation gained a caller or credential since those Secrets were rendered: leave out --secrets-from to mint fresh tokens\n", earlier.display())
+    );
+    // It mints door tokens: not from inside a harness.
+    let (code, out, err) = home
+        .mur()
+        .args(["render", "--target", "kubernetes", split])
+        .env("MURMUR_TASK_TOKEN", "mur_task")
+        .output()
+        .map(|o| {
+            (
+                o.status.code(),
+                String::from_utf8_lossy(&o.stdout).into_owned(),
+                String::from_utf8_lossy(&o.stderr).into_owned(),
+            )
+        })
+        .unwrap();
+    assert_eq!((code, out.as_str()), (Some(1), ""));
+    assert_eq!(
+        err,
+        "error[E-CLI-021]: mur render does not run inside a harness: it mints door tokens, and a harness holds only its own task token (MURMUR_TASK_TOKEN)\n  hint: run `mur render` from your own terminal\n"
+    );
 
     // Delegation needs a supervisor beside the parent: refused, naming the member.
     home.write(
