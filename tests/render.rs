@@ -209,8 +209,19 @@ fn check_deployment(d: &Value, object: &str) {
     assert_eq!(c["securityContext"]["readOnlyRootFilesystem"], true);
     assert_eq!(c["securityContext"]["allowPrivilegeEscalation"], false);
     assert_eq!(c["securityContext"]["capabilities"]["drop"], json!(["ALL"]));
+    assert_eq!(
+        c["securityContext"],
+        json!({"allowPrivilegeEscalation": false, "privileged": false,
+            "readOnlyRootFilesystem": true, "runAsNonRoot": true,
+            "capabilities": {"drop": ["ALL"]}})
+    );
     assert!(c["resources"]["requests"]["cpu"].is_string());
     assert!(c["resources"]["requests"]["memory"].is_string());
+    // docs/kubernetes.md states these figures.
+    assert_eq!(
+        c["resources"],
+        json!({"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "1Gi"}})
+    );
     assert_eq!(
         c["env"][0],
         json!({"name": "MURMUR_CAPSULE_CONFIG",
@@ -924,11 +935,20 @@ fn token_kubernetes_explains_how_to_read_the_entrys_token_with_kubectl() {
             == "kubectl -n demo get secret split-lead -o jsonpath='{.data.operator}' | base64 -d"),
         "{out}"
     );
+    const ABOUT: &str = "# `mur render --target kubernetes` keeps each member's tokens in its Secret (named <formation>-<member>):\n#   key operator: the door's operator token; key tokens: every credential, `credential token` per line.\n# The entry member's operator token:\n";
+    assert_eq!(
+        out,
+        format!("{ABOUT}kubectl -n demo get secret split-lead -o jsonpath='{{.data.operator}}' | base64 -d\n# Every credential of one member:\nkubectl -n demo get secret FORMATION-MEMBER -o jsonpath='{{.data.tokens}}' | base64 -d\n")
+    );
     let (code, out, _) = mur(&home, &["token", "--kubernetes"]);
     assert_eq!(code, 0);
     assert!(
         out.contains("-l murmur.dev/formation=FORMATION,murmur.dev/entry=true"),
         "{out}"
+    );
+    assert_eq!(
+        out,
+        format!("{ABOUT}kubectl -n default get secret -l murmur.dev/formation=FORMATION,murmur.dev/entry=true -o jsonpath='{{.items[0].data.operator}}' | base64 -d\n# Every credential of one member:\nkubectl -n default get secret FORMATION-MEMBER -o jsonpath='{{.data.tokens}}' | base64 -d\n")
     );
     // The label it names is on the entry's Secret, and only there.
     let objects = render(&home, &split);
