@@ -44,7 +44,6 @@ fn base(fake: &Fake, driver: &str) -> String {
     }
 }
 
-/// `mur run --task TEXT` to its end, with the key in the environment: (code, stdout, stderr).
 /// A queue worker on `driver` against the fake provider, its key in the environment.
 fn queue_worker(home: &Home, fake: &Fake, driver: &str) -> Launch {
     let manifest = home.write(
@@ -54,6 +53,7 @@ fn queue_worker(home: &Home, fake: &Fake, driver: &str) -> Launch {
     Launch::start_env(home, &manifest, &[], &[(KEY_VAR, KEY.into())])
 }
 
+/// `mur run --task TEXT` to its end, with the key in the environment: (code, stdout, stderr).
 fn run_task(home: &Home, manifest: &Path, text: &str) -> (i32, String, String) {
     let mut cmd = home.mur();
     cmd.env(KEY_VAR, KEY)
@@ -885,6 +885,27 @@ fn unreachable_and_tls_failures_name_the_provider() {
         );
     }
     assert_no_key_written(&home);
+}
+
+/// docs/inference.md names `::1` among the loopback addresses plain http may go to: the
+/// endpoint is read with its brackets, dialled, and named in the Host header as URLs write it.
+#[test]
+fn a_local_server_on_ipv6_loopback_is_reached() {
+    let home = Home::new();
+    let fake = Fake::start_at("[::1]:0");
+    fake.script([texts(openai::text("", &["over v6"], "stop", (3, 2)))]);
+    let endpoint = format!("http://[::1]:{}/v1", fake.port);
+    let manifest = home.write(
+        "v6/murmur.yaml",
+        &capsule("openai", &endpoint, "", ONE_TASK),
+    );
+    let (code, out, err) = run_task(&home, &manifest, "go");
+    assert_eq!(code, 0, "{err}");
+    assert!(out.lines().any(|l| l == "over v6"), "{out}");
+    let seen = fake.seen();
+    assert_eq!(seen[0].path, "/v1/chat/completions");
+    let host = format!("[::1]:{}", fake.port);
+    assert_eq!(seen[0].header("host"), Some(host.as_str()));
 }
 
 #[test]

@@ -61,7 +61,12 @@ pub struct Fake {
 
 impl Fake {
     pub fn start() -> Fake {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        Fake::start_at("127.0.0.1:0")
+    }
+
+    /// A fake listening on `addr` (`[::1]:0` for IPv6 loopback).
+    pub fn start_at(addr: &str) -> Fake {
+        let listener = TcpListener::bind(addr).unwrap();
         let port = listener.local_addr().unwrap().port();
         let state = Arc::new(Mutex::new(State::default()));
         let shared = state.clone();

@@ -59,16 +59,8 @@ impl Endpoint {
             _ => return Err(bad("is not an http:// or https:// URL")),
         };
         let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-        let (host, port) = match authority.rsplit_once(':') {
-            Some((h, p)) if !h.ends_with(']') || h.starts_with('[') => {
-                let port = p
-                    .parse::<u16>()
-                    .map_err(|_| bad("has a port that is not a number"))?;
-                (h, port)
-            }
-            _ => (authority, if tls { 443 } else { 80 }),
-        };
-        let host = host.trim_start_matches('[').trim_end_matches(']');
+        let (host, port) = split_authority(authority, if tls { 443 } else { 80 })
+            .ok_or_else(|| bad("has a port that is not a number"))?;
         if host.is_empty() {
             return Err(bad("names no host"));
         }
@@ -86,9 +78,17 @@ impl Endpoint {
         })
     }
 
-    /// `host:port`, for messages and `mur install`.
+    /// `host:port` (`[v6]:port`), for messages, `mur install` and the Host header.
     pub fn shown(&self) -> String {
-        format!("{}:{}", self.host, self.port)
+        format!("{}:{}", self.url_host(), self.port)
+    }
+
+    /// The host as a URL writes it: a v6 literal in brackets.
+    fn url_host(&self) -> String {
+        match self.host.contains(':') {
+            true => format!("[{}]", self.host),
+            false => self.host.clone(),
+        }
     }
 
     pub fn host_port(&self) -> (&str, u16) {
@@ -133,7 +133,7 @@ impl Endpoint {
     ) -> Result<Body, Failure> {
         let (mut sender, connection) = self.connect().await?;
         let authority = match (self.tls, self.port) {
-            (true, 443) | (false, 80) => self.host.clone(),
+            (true, 443) | (false, 80) => self.url_host(),
             _ => self.shown(),
         };
         let mut req = hyper::Request::post(format!("{}{path}", self.base))
@@ -181,12 +181,8 @@ impl Endpoint {
     > {
         let at = self.shown();
         let scheme = if self.tls { "https" } else { "http" };
-        let host = match self.host.contains(':') {
-            true => format!("[{}]", self.host),
-            false => self.host.clone(),
-        };
         // The one dial path (`policy`), for the endpoint the manifest's driver declares.
-        let allowed = crate::policy::gateway(&format!("{scheme}://{host}:{}", self.port))
+        let allowed = crate::policy::gateway(&format!("{scheme}://{at}"))
             .map_err(|r| Failure::Connect(r.reason))?;
         let tcp = crate::policy::dial(&allowed, CONNECT_WITHIN)
             .await
@@ -253,6 +249,25 @@ fn tls_connector() -> tokio_rustls::TlsConnector {
     tokio_rustls::TlsConnector::from(config.clone())
 }
 
+/// `host[:port]` or `[v6][:port]` → (host without brackets, port); `None` when a port is
+/// there but not a number.
+fn split_authority(authority: &str, default: u16) -> Option<(&str, u16)> {
+    let (host, port) = match authority.strip_prefix('[') {
+        Some(bracketed) => {
+            let (host, after) = bracketed.split_once(']')?;
+            (host, (!after.is_empty()).then(|| after.strip_prefix(':')))
+        }
+        None => match authority.rsplit_once(':') {
+            Some((host, port)) => (host, Some(Some(port))),
+            None => (authority, None),
+        },
+    };
+    match port {
+        None => Some((host, default)),
+        Some(port) => Some((host, port?.parse().ok()?)),
+    }
+}
+
 fn is_loopback(host: &str) -> bool {
     host.eq_ignore_ascii_case("localhost")
         || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
@@ -316,6 +331,74 @@ impl Body {
                     }
                 }
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parsed(url: &str) -> Result<(bool, String, u16, String), String> {
+        Endpoint::parse(url, None)
+            .map(|e| (e.tls, e.host, e.port, e.base))
+            .map_err(|e| e.0)
+    }
+
+    #[test]
+    fn endpoints_are_read_with_their_default_ports_and_v6_literals() {
+        let table = [
+            (
+                "https://api.openai.com/v1",
+                (true, "api.openai.com", 443, "/v1"),
+            ),
+            (
+                "https://api.anthropic.com",
+                (true, "api.anthropic.com", 443, ""),
+            ),
+            (
+                "http://127.0.0.1:8080/v1/",
+                (false, "127.0.0.1", 8080, "/v1"),
+            ),
+            ("http://localhost/v1", (false, "localhost", 80, "/v1")),
+            ("http://[::1]/v1", (false, "::1", 80, "/v1")),
+            ("http://[::1]:11434/v1", (false, "::1", 11434, "/v1")),
+            (
+                "https://[2001:db8::1]:8443",
+                (true, "2001:db8::1", 8443, ""),
+            ),
+        ];
+        for (url, (tls, host, port, base)) in table {
+            assert_eq!(
+                parsed(url),
+                Ok((tls, host.to_owned(), port, base.to_owned())),
+                "{url}"
+            );
+        }
+    }
+
+    #[test]
+    fn bad_endpoints_are_refused_saying_why() {
+        let table = [
+            ("ftp://x", "is not an http:// or https:// URL"),
+            (
+                "https://api.openai.com:x/v1",
+                "has a port that is not a number",
+            ),
+            ("http://[::1]x/v1", "has a port that is not a number"),
+            ("http://[::1/v1", "has a port that is not a number"),
+            ("https://:443", "names no host"),
+            (
+                "http://api.anthropic.com",
+                "is plain http to a host that is not loopback; use https://",
+            ),
+        ];
+        for (url, why) in table {
+            assert_eq!(
+                parsed(url),
+                Err(format!("gateway.endpoint {url} {why}")),
+                "{url}"
+            );
         }
     }
 }
