@@ -662,6 +662,11 @@ fn every_failure_cause_ends_the_task_naming_it() {
         ("cut on the last turn completes", "  max_turns: 2\n", vec![refused_tool(), cut(&["partial"])], Ok("partial")),
         ("a cut reply with turns left is continued", "", vec![cut(&["Hello, "]), texts(anthropic::text("", &["world"], "end_turn", (5, 5)))],
             Ok("Hello, world")),
+        ("a tool asked for on the last turn is not run", "  max_turns: 1\n",
+            vec![texts(anthropic::tool("t", "request-input", &["{\"question\": \"?\", \"timeout_secs\": 1}"], (5, 5)))],
+            Err("the task used every turn inference.max_turns allows (1)")),
+        ("an empty cut closing a continued answer on the last turn completes", "  max_turns: 2\n",
+            vec![cut(&["Hello"]), cut(&[])], Ok("Hello")),
     ];
     for (row, inference, script, expected) in rows {
         fake.script(script);
@@ -683,6 +688,8 @@ fn every_failure_cause_ends_the_task_naming_it() {
                     err.contains(&format!("task failed: {cause}")),
                     "{row}: {err}"
                 );
+                let line = format!("task failed: {cause}");
+                assert!(err.lines().any(|l| l == line), "{row}: {err}");
                 assert_eq!(events(&trace, "task_failed")[0]["cause"], cause, "{row}");
                 assert_eq!(events(&trace, "task_end")[0]["status"], "failed", "{row}");
             }
@@ -698,6 +705,10 @@ fn every_failure_cause_ends_the_task_naming_it() {
                 msgs[2]["content"][0]["text"],
                 "Your reply was cut off at the token limit. Continue exactly where it stopped."
             );
+        }
+        if row == "a tool asked for on the last turn is not run" {
+            // request-input never ran: no tool_call record, no wait for a person.
+            assert!(events(&trace, "tool_call").is_empty(), "{row}: {trace:?}");
         }
         if row == "every turn used" {
             // The refused tool's result went back to the model as an error.

@@ -14,7 +14,7 @@ use tokio::sync::watch;
 
 use super::tools::{self, Stops};
 use crate::ids::TaskId;
-use crate::inference::{Block, CallError, Delta, Driver, Msg, Request, Role, Stop};
+use crate::inference::{Block, CallError, Delta, Driver, Msg, Request, Role, Stop, ToolCall};
 use crate::session::Session;
 use crate::tasks::TaskInput;
 use crate::trace::{Interrupted, TraceEvent};
@@ -139,6 +139,13 @@ pub async fn run(
             return (Ending::Failed(Cause::SpendCeiling { spent, ceiling }), turn);
         }
         let last = turn == m.max_turns;
+        // No turn is left to read a tool's result: running one would only start work nobody
+        // reads (or wait for a person whose reply is thrown away). end-without-answer alone
+        // still ends the task as the model asked.
+        let ends = |c: &ToolCall| c.name == tools::END_WITHOUT_ANSWER;
+        if last && !reply.tool_calls.is_empty() && !reply.tool_calls.iter().all(ends) {
+            return (Ending::Failed(Cause::TurnsExhausted(m.max_turns)), turn);
+        }
         if !reply.tool_calls.is_empty() {
             cut_empty = 0;
             let mut said = Vec::new();
@@ -195,6 +202,12 @@ pub async fn run(
                 cut_empty += 1;
                 if cut_empty >= 2 {
                     return (Ending::Failed(Cause::CutTwice(m.max_tokens)), turn);
+                }
+                // A continued answer whose last allowed turn was cut with nothing more is
+                // the answer so far: a reply cut on the last turn still counts.
+                if last && !answer.is_empty() {
+                    session.conversations.keep(context_id, history);
+                    return (Ending::Answer(answer), turn);
                 }
                 if last {
                     return (Ending::Failed(Cause::TurnsExhausted(m.max_turns)), turn);

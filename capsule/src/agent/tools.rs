@@ -17,6 +17,9 @@ use crate::session::Session;
 /// How long request-input waits for a reply when the model names no `timeout_secs`.
 pub const INPUT_WAIT_SECS: u64 = 1800;
 
+/// The tool that ends the task without an answer.
+pub const END_WITHOUT_ANSWER: &str = "end-without-answer";
+
 /// The tools, as the model is offered them.
 pub fn specs() -> Vec<ToolSpec> {
     let timeout = json!({"type": "integer", "minimum": 1, "maximum": MAX_WAIT_SECS,
@@ -56,7 +59,7 @@ pub fn specs() -> Vec<ToolSpec> {
                 "timeout_secs": timeout}, "required": ["question"]}),
         },
         ToolSpec {
-            name: "end-without-answer",
+            name: END_WITHOUT_ANSWER,
             description: "End the task without an answer: it fails with the reason, marked as having no answer. Call no tool after it.",
             schema: json!({"type": "object", "properties": {
                 "reason": {"type": "string"}}, "required": ["reason"]}),
@@ -178,7 +181,7 @@ pub async fn run(session: &Arc<Session>, task: &TaskId, name: &str, arguments: &
                 Err(r) => refused(r),
             }
         }
-        "end-without-answer" => {
+        END_WITHOUT_ANSWER => {
             let Some(reason) = text("reason") else {
                 return err("end-without-answer takes a non-empty reason".into());
             };
