@@ -799,6 +799,12 @@ fn provider_errors_are_clear_failures_and_rate_limits_are_retried() {
             Err("an inference call failed: OpenAI sent a reply that is not its wire format: a chunk is not JSON (key must be a string at line 1 column 2)".into())),
         ("truncated stream", vec![Reply::Stream(openai::text("", &["cut"], "stop", (1, 1))[..2].to_vec())],
             Err("an inference call failed: OpenAI's reply stream ended before the message did".into())),
+        ("a stream cut after its finish, before usage and [DONE]", vec![Reply::Stream({
+                let mut whole = openai::text("", &["cut"], "stop", (1, 1));
+                whole.truncate(whole.len() - 2);
+                whole
+            })],
+            Err("an inference call failed: OpenAI's reply stream ended before the message did".into())),
     ];
     let manifest = home.write(
         "c/murmur.yaml",

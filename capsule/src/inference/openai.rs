@@ -229,7 +229,9 @@ pub async fn read(
             break;
         }
     }
-    if !finished {
+    // The usage chunk and `data: [DONE]` follow the finish (the request asks for them): a
+    // stream cut before `[DONE]` would pass its reply off with no usage counted.
+    if !finished || !done {
         return Err(Failure::Truncated);
     }
     // Some servers say "stop" though they called tools.
