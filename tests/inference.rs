@@ -855,6 +855,45 @@ fn provider_errors_are_clear_failures_and_rate_limits_are_retried() {
         err.lines().any(|l| l == "task failed: an inference call failed: Anthropic reported an error mid-stream: invalid_request_error: prompt is too long"),
         "{err}"
     );
+
+    // An overload before any of the reply went out is tried again.
+    let before = fake.seen().len();
+    fake.script([
+        Reply::Stream(anthropic::error("overloaded_error", "Overloaded")),
+        texts(anthropic::text("", &["second try"], "end_turn", (5, 2))),
+    ]);
+    let (code, out, err) = run_task(&home, &manifest, "go");
+    assert_eq!(code, 0, "{err}");
+    assert!(out.ends_with("second try\n"), "{out}");
+    assert_eq!(fake.seen().len() - before, 2, "retried once");
+
+    // After text went out as frames, another attempt would stream it twice: the call fails,
+    // naming what the provider said, not an HTTP status it never sent.
+    let before = fake.seen().len();
+    let mut pieces = anthropic::text("", &["half an "], "end_turn", (5, 2));
+    pieces.truncate(4);
+    pieces.extend(
+        anthropic::error("overloaded_error", "Overloaded")
+            .into_iter()
+            .skip(1),
+    );
+    fake.script([
+        Reply::Stream(pieces),
+        texts(anthropic::text(
+            "",
+            &["never asked for"],
+            "end_turn",
+            (5, 2),
+        )),
+    ]);
+    let (code, _, err) = run_task(&home, &manifest, "go");
+    assert_eq!(code, 1);
+    assert!(
+        err.lines().any(|l| l == "task failed: an inference call failed: Anthropic reported an error mid-stream: overloaded_error: Overloaded"),
+        "{err}"
+    );
+    assert_eq!(fake.seen().len() - before, 1, "not retried");
+    assert_eq!(fake.left(), 1);
     assert_no_key_written(&home);
 }
 

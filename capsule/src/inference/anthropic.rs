@@ -165,13 +165,8 @@ pub async fn read(
                     let e = &v["error"];
                     let kind = e["type"].as_str().unwrap_or("error");
                     let message = e["message"].as_str().unwrap_or_default();
-                    // An overload mid-stream is the provider's 529: worth another attempt.
                     if kind == "overloaded_error" {
-                        return Err(Failure::Status {
-                            status: 529,
-                            detail: message.to_owned(),
-                            retry_after: None,
-                        });
+                        return Err(Failure::Overloaded(message.to_owned()));
                     }
                     return Err(Failure::Streamed(format!("{kind}: {message}")));
                 }

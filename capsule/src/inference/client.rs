@@ -119,6 +119,7 @@ impl Endpoint {
             Failure::Tls(s) => Failure::Tls(clean(s)),
             Failure::Malformed(s) => Failure::Malformed(clean(s)),
             Failure::Streamed(s) => Failure::Streamed(clean(s)),
+            Failure::Overloaded(s) => Failure::Overloaded(clean(s)),
             Failure::Truncated => Failure::Truncated,
         }
     }

@@ -26,6 +26,9 @@ pub enum Failure {
     Truncated,
     /// The provider sent an error in the stream.
     Streamed(String),
+    /// The provider said mid-stream it is overloaded (Anthropic's `overloaded_error`): worth
+    /// another attempt while nothing of the reply has been streamed.
+    Overloaded(String),
 }
 
 /// A failed call: the provider, the failure, and how many attempts were made.
@@ -45,9 +48,13 @@ impl CallError {
         }
     }
 
-    /// 429 and 5xx are worth another attempt; nothing else is.
+    /// 429, 5xx and a mid-stream overload are worth another attempt; nothing else is.
     pub fn retryable(&self) -> bool {
-        matches!(self.failure, Failure::Status { status, .. } if status == 429 || status >= 500)
+        match self.failure {
+            Failure::Status { status, .. } => status == 429 || status >= 500,
+            Failure::Overloaded(_) => true,
+            _ => false,
+        }
     }
 
     /// How long the provider asked us to wait (`retry-after`).
@@ -119,6 +126,10 @@ impl std::fmt::Display for CallError {
             Failure::Malformed(why) => write!(f, "{p} sent a reply that is not its wire format: {why}"),
             Failure::Truncated => write!(f, "{p}'s reply stream ended before the message did"),
             Failure::Streamed(why) => write!(f, "{p} reported an error mid-stream: {why}"),
+            Failure::Overloaded(why) => write!(
+                f,
+                "{p} reported an error mid-stream{tries}: overloaded_error: {why}"
+            ),
         }
     }
 }

@@ -12,6 +12,8 @@ mod openai;
 mod retry;
 mod sse;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use serde_json::Value;
 
 pub use client::{Endpoint, EndpointError};
@@ -196,7 +198,8 @@ pub struct Driver {
 }
 
 impl Driver {
-    /// One call, retried on 429 and 5xx within [`MAX_ATTEMPTS`]; each delta goes to `on`.
+    /// One call, retried on 429, 5xx and a mid-stream overload within [`MAX_ATTEMPTS`] while
+    /// nothing of it has been streamed; each delta goes to `on`.
     pub async fn call(
         &self,
         req: &Request<'_>,
@@ -217,13 +220,22 @@ impl Driver {
             Provider::OpenAi | Provider::DeepSeek => "/chat/completions",
         };
         let mut backoff = Backoff::new();
+        // Once any of the reply went out as a frame, another attempt would stream it again:
+        // watchers would see it twice. Such a failure ends the call.
+        let streamed = AtomicBool::new(false);
+        let mut counted = |d: Delta<'_>| {
+            streamed.store(true, Ordering::Relaxed);
+            on(d)
+        };
         loop {
-            let attempt = self.attempt(path, &body, on).await;
+            let attempt = self.attempt(path, &body, &mut counted).await;
             match attempt {
-                Err(e) if e.retryable() => match backoff.next(e.retry_after()) {
-                    Some(wait) => tokio::time::sleep(wait).await,
-                    None => return Err(e.after_attempts(backoff.attempts())),
-                },
+                Err(e) if e.retryable() && !streamed.load(Ordering::Relaxed) => {
+                    match backoff.next(e.retry_after()) {
+                        Some(wait) => tokio::time::sleep(wait).await,
+                        None => return Err(e.after_attempts(backoff.attempts())),
+                    }
+                }
                 other => return other.map_err(|e| e.after_attempts(backoff.attempts())),
             }
         }
