@@ -230,11 +230,8 @@ fn judge(session: &Session, id: &TaskId, context_id: &str, ending: Ending) -> (O
         }
         Ending::TurnsExhausted { transcript } => {
             let turns = keep(&transcript);
-            let why = format!(
-                "the task used every turn inference.max_turns allows ({})",
-                session.manifest.inference.max_turns
-            );
-            (Outcome::Failed(why), turns)
+            let why = http::Cause::TurnsExhausted(session.manifest.inference.max_turns);
+            (Outcome::Failed(why.to_string()), turns)
         }
         Ending::Exited {
             code,
