@@ -943,6 +943,37 @@ fn unreachable_and_tls_failures_name_the_provider() {
     assert_no_key_written(&home);
 }
 
+/// The tools read their arguments as the control surface reads a helper's request: a
+/// `context_id` that is not a string is refused in the same words, not dropped (which would
+/// have started a new conversation with the peer).
+#[test]
+fn a_tools_bad_argument_is_refused_as_the_control_surface_refuses_it() {
+    let home = Home::new();
+    let fake = Fake::start();
+    fake.script([
+        texts(anthropic::tool(
+            "t1",
+            "send-message",
+            &["{\"url\": \"http://localhost:9\", \"text\": \"hi\", \"context_id\": 7}"],
+            (5, 5),
+        )),
+        texts(anthropic::text("", &["gave up"], "end_turn", (5, 2))),
+    ]);
+    let manifest = home.write(
+        "t/murmur.yaml",
+        &capsule("anthropic", &base(&fake, "anthropic"), "", ONE_TASK),
+    );
+    let (code, out, err) = run_task(&home, &manifest, "go");
+    assert_eq!(code, 0, "{err}");
+    assert!(out.ends_with("gave up\n"), "{out}");
+    let result = &fake.seen()[1].body["messages"][2]["content"][0];
+    assert_eq!(
+        result,
+        &json!({"type": "tool_result", "tool_use_id": "t1",
+            "content": "context_id must be a non-empty string", "is_error": true})
+    );
+}
+
 /// docs/inference.md names `::1` among the loopback addresses plain http may go to: the
 /// endpoint is read with its brackets, dialled, and named in the Host header as URLs write it.
 #[test]

@@ -10,7 +10,7 @@ use serde_json::{json, Map, Value};
 
 use crate::ids::TaskId;
 use crate::inference::ToolSpec;
-use crate::operations::{self, Refusal, SendArgs, TOLD};
+use crate::operations::{self, args, Refusal, SendArgs, TOLD};
 use crate::peers::{DEFAULT_WAIT_SECS, MAX_WAIT_SECS};
 use crate::session::Session;
 
@@ -105,7 +105,7 @@ fn refused(r: Refusal) -> Answered {
 
 /// Runs the tool `name` with the model's `arguments` (JSON text) for `task`.
 pub async fn run(session: &Arc<Session>, task: &TaskId, name: &str, arguments: &str) -> Answered {
-    let args: Map<String, Value> =
+    let given: Map<String, Value> =
         match serde_json::from_str::<Value>(if arguments.trim().is_empty() {
             "{}"
         } else {
@@ -114,22 +114,10 @@ pub async fn run(session: &Arc<Session>, task: &TaskId, name: &str, arguments: &
             Ok(Value::Object(m)) => m,
             _ => return err(format!("the arguments of {name} must be a JSON object")),
         };
-    let text = |key: &str| {
-        args.get(key)
-            .and_then(Value::as_str)
-            .filter(|s| !s.trim().is_empty())
-            .map(str::to_owned)
-    };
-    let within = match args.get("timeout_secs") {
-        None | Some(Value::Null) => None,
-        Some(v) => match v.as_u64().filter(|s| (1..=MAX_WAIT_SECS).contains(s)) {
-            Some(s) => Some(Duration::from_secs(s)),
-            None => {
-                return err(format!(
-                    "timeout_secs must be a whole number of seconds from 1 to {MAX_WAIT_SECS}"
-                ))
-            }
-        },
+    let text = |key: &str| args::text(&given, key);
+    let within = match args::timeout(&given) {
+        Ok(w) => w,
+        Err(why) => return err(why),
     };
     let call_within = within.unwrap_or(Duration::from_secs(DEFAULT_WAIT_SECS));
     match name {
@@ -155,14 +143,21 @@ pub async fn run(session: &Arc<Session>, task: &TaskId, name: &str, arguments: &
             let (Some(url), Some(message)) = (text("url"), text("text")) else {
                 return err("send-message takes a non-empty url and a non-empty text".into());
             };
-            let args = SendArgs {
+            let (context_id, task_id) = match (
+                args::optional_text(&given, "context_id"),
+                args::optional_text(&given, "task_id"),
+            ) {
+                (Ok(c), Ok(t)) => (c, t),
+                (Err(why), _) | (_, Err(why)) => return err(why),
+            };
+            let send = SendArgs {
                 url,
                 text: message,
-                context_id: text("context_id"),
-                task_id: text("task_id"),
+                context_id,
+                task_id,
                 within: call_within,
             };
-            match operations::send_message(session, task, args).await {
+            match operations::send_message(session, task, send).await {
                 Ok(v) => ok(v),
                 Err(r) => refused(r),
             }

@@ -7,6 +7,7 @@
 //! Each answers a JSON value on success, or a [`Refusal`]: the control surface's HTTP status,
 //! code and sentence, which the loop hands the model as the tool's error.
 
+pub mod args;
 mod call_member;
 mod delegate_task;
 mod end_without_answer;

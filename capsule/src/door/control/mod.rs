@@ -11,16 +11,14 @@ mod end_without_answer;
 mod request_input;
 mod send_message;
 
-use std::time::Duration;
-
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use hyper::{Request, StatusCode};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::{plain_error, Door, HttpResponse};
+use crate::operations::args::{optional_text, text, wait_within};
 use crate::operations::Refusal;
-use crate::peers::{DEFAULT_WAIT_SECS, MAX_WAIT_SECS};
 
 pub const PREFIX: &str = "/control/";
 /// A helper's request: a question, a message, a reason. Its text comes from a command line,
@@ -85,39 +83,6 @@ pub async fn handle(door: &Door, req: Request<Incoming>) -> HttpResponse {
 
 fn bad_request(message: &str) -> HttpResponse {
     plain_error(StatusCode::BAD_REQUEST, "bad_request", message)
-}
-
-/// A non-empty string member.
-fn text(body: &Map<String, Value>, key: &str) -> Option<String> {
-    body.get(key)
-        .and_then(Value::as_str)
-        .filter(|s| !s.trim().is_empty())
-        .map(str::to_owned)
-}
-
-/// An optional string member: absent or null is `None`; anything but a string is refused,
-/// with the sentence saying so.
-fn optional_text(body: &Map<String, Value>, key: &str) -> Result<Option<String>, String> {
-    match body.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) if !s.is_empty() => Ok(Some(s.clone())),
-        Some(_) => Err(format!("{key} must be a non-empty string")),
-    }
-}
-
-/// `timeout_secs`: how long a call waits for its peer's task, 1 to a day; the default when
-/// absent.
-fn wait_within(body: &Map<String, Value>) -> Result<Duration, String> {
-    match body.get("timeout_secs") {
-        None | Some(Value::Null) => Ok(Duration::from_secs(DEFAULT_WAIT_SECS)),
-        Some(v) => v
-            .as_u64()
-            .filter(|s| (1..=MAX_WAIT_SECS).contains(s))
-            .map(Duration::from_secs)
-            .ok_or_else(|| {
-                format!("timeout_secs must be a whole number of seconds from 1 to {MAX_WAIT_SECS}")
-            }),
-    }
 }
 
 /// An operation's refusal as the control surface answers it.
