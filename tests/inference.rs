@@ -814,7 +814,12 @@ fn provider_errors_are_clear_failures_and_rate_limits_are_retried() {
         let n = script.len();
         let before = fake.seen().len();
         fake.script(script);
+        let began = std::time::Instant::now();
         let (code, out, err) = run_task(&home, &manifest, "go");
+        if row == "429 then success" {
+            // The provider's retry-after (1 s) was waited out: a lower bound, never a race.
+            assert!(began.elapsed() >= Duration::from_secs(1), "{row}");
+        }
         match expected {
             Ok(answer) => {
                 assert_eq!(code, 0, "{row}: {err}");

@@ -6,7 +6,6 @@
 //! it).
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use base64::Engine;
 use serde_json::{json, Value};
@@ -111,7 +110,6 @@ pub async fn run(
         session
             .events
             .working_note(task.as_str(), context_id, &format!("inference turn {turn}"));
-        let began = Instant::now();
         let mut frames = Frames::new(session, task, context_id, turn);
         let mut on = |d: Delta<'_>| frames.send(d);
         let reply = tokio::select! {
@@ -132,7 +130,7 @@ pub async fn run(
             output_tokens: reply.usage.output_tokens,
             stop_reason: stop_word(&reply.stop),
             tool_calls: reply.tool_calls.iter().map(|c| c.name.clone()).collect(),
-            latency_ms: began.elapsed().as_millis() as u64,
+            latency_ms: reply.latency.as_millis() as u64,
         });
         spent += reply.usage.input_tokens + reply.usage.output_tokens;
         if let Some(ceiling) = m.max_total_tokens.filter(|c| spent > *c) {

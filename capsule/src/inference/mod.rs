@@ -167,6 +167,9 @@ pub struct Reply {
     pub tool_calls: Vec<ToolCall>,
     pub stop: Stop,
     pub usage: Usage,
+    /// How long the attempt that answered took, request to last byte: not the failed attempts
+    /// or the waits between them.
+    pub latency: std::time::Duration,
 }
 
 impl Reply {
@@ -178,6 +181,7 @@ impl Reply {
             tool_calls: Vec::new(),
             stop: Stop::Other("none".into()),
             usage: Usage::default(),
+            latency: std::time::Duration::ZERO,
         }
     }
 }
@@ -248,6 +252,7 @@ impl Driver {
         on: &mut (dyn FnMut(Delta<'_>) + Send),
     ) -> Result<Reply, CallError> {
         let fail = |f: Failure| CallError::new(self.provider, f);
+        let began = std::time::Instant::now();
         let headers = match self.provider {
             Provider::Anthropic => anthropic::headers(self.endpoint.api_key()),
             Provider::OpenAi | Provider::DeepSeek => openai::headers(self.endpoint.api_key()),
@@ -261,6 +266,8 @@ impl Driver {
             Provider::Anthropic => anthropic::read(&mut stream, on).await,
             Provider::OpenAi | Provider::DeepSeek => openai::read(&mut stream, on).await,
         };
-        parsed.map_err(|f| fail(self.endpoint.scrub(f)))
+        let mut reply = parsed.map_err(|f| fail(self.endpoint.scrub(f)))?;
+        reply.latency = began.elapsed();
+        Ok(reply)
     }
 }
