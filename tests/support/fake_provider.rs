@@ -282,7 +282,8 @@ pub mod anthropic {
         out
     }
 
-    /// One tool_use block whose input arrives as these partial JSON pieces.
+    /// One tool_use block whose input arrives as these partial JSON pieces, after the empty
+    /// one the real API opens every tool input with.
     pub fn tool(id: &str, name: &str, json_pieces: &[&str], usage: (u64, u64)) -> Vec<String> {
         let mut out = vec![start(usage.0)];
         out.push(event(
@@ -290,7 +291,7 @@ pub mod anthropic {
             json!({"type": "content_block_start", "index": 0,
             "content_block": {"type": "tool_use", "id": id, "name": name, "input": {}}}),
         ));
-        for p in json_pieces {
+        for p in std::iter::once(&"").chain(json_pieces) {
             out.push(event(
                 "content_block_delta",
                 json!({"type": "content_block_delta", "index": 0,

@@ -121,19 +121,24 @@ pub async fn read(
                             "a delta for content block {index}, which never started"
                         )));
                     };
+                    // Empty pieces (Anthropic opens every tool input with `partial_json: ""`)
+                    // would only be empty frames.
+                    let piece = |key: &str| delta[key].as_str().filter(|t| !t.is_empty());
                     match (block, delta["type"].as_str()) {
                         (Open::Text, Some("text_delta")) => {
-                            let t = delta["text"].as_str().unwrap_or_default();
+                            let Some(t) = piece("text") else { continue };
                             reply.text.push_str(t);
                             on(Delta::Text(t));
                         }
                         (Open::Thinking, Some("thinking_delta")) => {
-                            let t = delta["thinking"].as_str().unwrap_or_default();
+                            let Some(t) = piece("thinking") else { continue };
                             reply.thinking.push_str(t);
                             on(Delta::Thinking(t));
                         }
                         (Open::Tool(at), Some("input_json_delta")) => {
-                            let t = delta["partial_json"].as_str().unwrap_or_default();
+                            let Some(t) = piece("partial_json") else {
+                                continue;
+                            };
                             let call = &mut reply.tool_calls[*at];
                             call.arguments.push_str(t);
                             on(Delta::ToolProgress {
