@@ -344,7 +344,6 @@ fn admit_launch(session: &Session, launch: &LaunchTask) -> Option<crate::ids::Ta
     }
 }
 
-/// Returns on SIGTERM or SIGINT, or when the worker ends the session (`after_task: exit`).
 /// Every [`crate::allocator::TRIM_EVERY`], hands malloc's free pages back (off the door's threads).
 async fn give_back_memory() {
     let mut every = tokio::time::interval(crate::allocator::TRIM_EVERY);
@@ -355,6 +354,7 @@ async fn give_back_memory() {
     }
 }
 
+/// Returns on SIGTERM or SIGINT, or when the worker ends the session (`after_task: exit`).
 async fn wait_for_end(session: &Session) {
     let mut ended = session.shutdown.subscribe();
     let (Ok(mut term), Ok(mut int)) = (

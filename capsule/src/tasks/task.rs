@@ -225,13 +225,9 @@ impl Task {
             + self.input.as_ref().map_or(0, TaskInput::held_bytes)
     }
 
-    /// The status object: state, message on a terminal task that said something, timestamp.
-    pub fn status_json(&self) -> Value {
-        serde_json::to_value(self.status()).unwrap_or_default()
-    }
-
-    /// [`Task::status_json`] as a typed view: serialised straight to text where a stream event
-    /// needs it, without building a JSON tree first (every task change renders one).
+    /// The status object (state, message on a terminal task that said something, timestamp) as
+    /// a typed view: serialised straight to text where a stream event needs it, without
+    /// building a JSON tree first (every task change renders one).
     pub fn status(&self) -> Status<'_> {
         let message = match (self.state.is_terminal(), &self.status_text) {
             (true, Some(text)) => Some(StatusMessage {
