@@ -89,6 +89,7 @@ def message(text, immediately=False, mid="bench"):
 
 
 def wait_port(port, proc, what):
+    """Waits for `proc` to listen; stops it when it does not."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -98,6 +99,7 @@ def wait_port(port, proc, what):
             return
         except OSError:
             time.sleep(0.05)
+    stop(proc)
     raise SystemExit(f"{what} did not listen on {port} within 60 s")
 
 
@@ -144,11 +146,15 @@ class Mur:
                 self.port = int(m.group(1))
             if line.startswith("session: "):
                 break
-        if self.port is None:
-            stop(self.proc)
-            raise SystemExit("mur run did not announce its door")
-        runs = os.path.join(self.home, "run")
-        self.pid = json.load(open(os.path.join(runs, os.listdir(runs)[0])))["pid"]
+        try:
+            if self.port is None:
+                raise SystemExit("mur run did not announce its door")
+            runs = os.path.join(self.home, "run")
+            with open(os.path.join(runs, os.listdir(runs)[0])) as f:
+                self.pid = json.load(f)["pid"]
+        except BaseException:
+            self.stop()
+            raise
 
     def stop(self):
         stop(self.proc)
@@ -200,15 +206,22 @@ def wrk(port, script, conns, secs, task):
         env=dict(os.environ, TASK_ID=task), capture_output=True, text=True, check=True).stdout
     rps = float(re.search(r"requests/s: (\S+)", out).group(1))
     p50, p99 = map(float, re.search(r"p50: (\S+) ms  p99: (\S+) ms", out).groups())
-    errors = int(re.search(r"errors: (\d+)", out).group(1))
+    errors = int(re.search(r"^errors: (\d+)", out, re.M).group(1))
+    rpc_errors = re.search(r"^rpc errors: (\d+)", out, re.M)
+    errors += int(rpc_errors.group(1)) if rpc_errors else 0
     return {"rps": rps, "p50": p50, "p99": p99, "errors": errors}
 
 
 def load(server, conns, secs, results):
-    task = completed_task(server)
     for scenario, script in SCENARIOS:
         for c in conns:
+            # A fresh one each run: the sends of a run before may have pushed the last one out
+            # of the capsule's 10,000 retained tasks.
+            task = completed_task(server)
             r = wrk(server.port, script, c, secs, task)
+            if scenario == "get" and not isinstance(server, Bare) and "error" in rpc(
+                    server.port, "GetTask", {"id": task}):
+                raise SystemExit(f"{server.name}: the task GetTask read is gone; the run measured errors")
             results[(server.name, scenario, c)] = r
             print(f"  {server.name:10} {scenario:5} @{c:<3} {r['rps']:>9,.0f}/s  p50 {r['p50']:.2f} ms"
                   f"  p99 {r['p99']:.2f} ms  errors {r['errors']}", flush=True)
@@ -282,6 +295,15 @@ def descendants(pid):
     return out
 
 
+def until(holds, every, failure, limit=30):
+    """Polls `holds` every `every` seconds; fails the bench saying `failure` after `limit`."""
+    deadline = time.monotonic() + limit
+    while not holds():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"cancel latency: {failure} within {limit} s")
+        time.sleep(every)
+
+
 def cancel_latency(rounds):
     """CancelTask on a working task whose harness sleeps: the answer, and the harness gone."""
     mur = Mur(WAITER)
@@ -289,31 +311,29 @@ def cancel_latency(rounds):
     try:
         for i in range(rounds):
             task = rpc(mur.port, "SendMessage", message("wait 30", True, f"c{i}"))["result"]["task"]["id"]
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline:
-                state = rpc(mur.port, "GetTask", {"id": task})["result"]["status"]["state"]
-                if state == "TASK_STATE_WORKING" and any(
-                        open(f"/proc/{p}/comm").read().strip() == "sleep"
-                        for p in descendants(mur.pid) if os.path.exists(f"/proc/{p}/comm")):
-                    break
-                time.sleep(0.01)
+            until(lambda: rpc(mur.port, "GetTask", {"id": task})["result"]["status"]["state"]
+                  == "TASK_STATE_WORKING" and any(
+                      open(f"/proc/{p}/comm").read().strip() == "sleep"
+                      for p in descendants(mur.pid) if os.path.exists(f"/proc/{p}/comm")),
+                  0.01, "the harness never started its work")
             t0 = time.perf_counter()
             rpc(mur.port, "CancelTask", {"id": task})
             t1 = time.perf_counter()
-            while descendants(mur.pid):
-                time.sleep(0.0005)
+            until(lambda: not descendants(mur.pid), 0.0005, "the harness outlived its cancel")
             t2 = time.perf_counter()
             answered.append((t1 - t0) * 1000)
             gone.append((t2 - t0) * 1000)
             # The worker releases its slot once the task's end is recorded.
-            while rpc(mur.port, "GetTask", {"id": task})["result"]["status"]["state"] != "TASK_STATE_CANCELED":
-                time.sleep(0.005)
+            until(lambda: rpc(mur.port, "GetTask", {"id": task})["result"]["status"]["state"]
+                  == "TASK_STATE_CANCELED", 0.005, "the canceled task never settled")
     finally:
         mur.stop()
     return answered, gone
 
 
 def main():
+    # A SIGTERM runs every `finally`: no server or temp folder is left behind.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=int, default=5)
     ap.add_argument("--conns", default="1,16,64")
