@@ -294,6 +294,45 @@ fn a_held_request_ends_when_the_door_closes_or_the_client_leaves() {
     assert_eq!(run.wait_exit(Duration::from_secs(20)), Some(0));
 }
 
+/// GetTask's answer byte for byte, nested key order included (a parsed comparison ignores
+/// order below the top level): a completed task, and a failed one with its status message.
+#[test]
+fn get_task_answers_the_spec_bytes_in_the_spec_order() {
+    let home = Home::new();
+    let run = queue(&home, 2);
+    for (text, state, says, artifact) in [
+        ("plain", "TASK_STATE_COMPLETED", "task completed", true),
+        (
+            "@stderr it broke\n@exit 3",
+            "TASK_STATE_FAILED",
+            "the harness exited with status 3: it broke",
+            false,
+        ),
+    ] {
+        let sent = task_of(&run.send(text, false));
+        let (id, ctx) = (id_of(&sent), sent["contextId"].as_str().unwrap().to_owned());
+        let resp = run.post(
+            &request(json!(7), "GetTask", json!({"id": id})),
+            &[("A2A-Version", "1.0")],
+        );
+        let body = String::from_utf8(resp.body.clone()).unwrap();
+        let stamp = resp.json()["result"]["status"]["timestamp"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let artifacts = match artifact {
+            true => {
+                r#","artifacts":[{"artifactId":"response","name":"response","parts":[{"text":"Acknowledged.","mediaType":"text/plain"}]}]"#
+            }
+            false => "",
+        };
+        let expected = format!(
+            r#"{{"jsonrpc":"2.0","id":7,"result":{{"id":"{id}","contextId":"{ctx}","status":{{"state":"{state}","message":{{"messageId":"msg_{id}_status","contextId":"{ctx}","taskId":"{id}","role":"ROLE_AGENT","parts":[{{"text":"{says}","mediaType":"text/plain"}}]}},"timestamp":"{stamp}"}}{artifacts}}}}}"#
+        );
+        assert_eq!(body, expected, "{text}");
+    }
+}
+
 #[test]
 fn get_task() {
     let home = Home::new();
