@@ -940,6 +940,13 @@ fn token_kubernetes_explains_how_to_read_the_entrys_token_with_kubectl() {
         out,
         format!("{ABOUT}kubectl -n demo get secret split-lead -o jsonpath='{{.data.operator}}' | base64 -d\n# Every credential of one member:\nkubectl -n demo get secret FORMATION-MEMBER -o jsonpath='{{.data.tokens}}' | base64 -d\n")
     );
+    // The namespace goes into shell commands: one Kubernetes would refuse is refused here.
+    let (code, out, err) = mur(&home, &["token", "--kubernetes", "--namespace", "a b;x"]);
+    assert_eq!((code, out.as_str()), (1, ""));
+    assert_eq!(
+        err,
+        "error[E-RND-002]: --namespace \"a b;x\" is not a Kubernetes namespace name\n  hint: use lowercase letters, digits and '-', starting and ending with a letter or digit, at most 63 characters\n"
+    );
     let (code, out, _) = mur(&home, &["token", "--kubernetes"]);
     assert_eq!(code, 0);
     assert!(

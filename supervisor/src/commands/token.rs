@@ -41,6 +41,7 @@ pub fn run(address: Option<&str>) -> CliResult<i32> {
 /// Secrets (docs/kubernetes.md). With the formation, the entry's Secret is named exactly.
 pub fn kubernetes(manifest: Option<&std::path::Path>, namespace: &str) -> CliResult<i32> {
     use crate::render::{ENTRY_LABEL, FORMATION_LABEL, OPERATOR_KEY};
+    crate::render::check_namespace(namespace)?;
     let entry = match manifest {
         Some(path) => format!("secret {}", crate::render::entry_object(path, namespace)?),
         None => format!("secret -l {FORMATION_LABEL}=FORMATION,{ENTRY_LABEL}=true"),

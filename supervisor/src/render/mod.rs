@@ -24,7 +24,7 @@ use crate::commands::run::check_runnable;
 use crate::error::{CliError, CliResult, Code};
 use crate::formation::Plan;
 
-pub use names::{ENTRY_LABEL, FORMATION_LABEL};
+pub use names::{check_namespace, ENTRY_LABEL, FORMATION_LABEL};
 pub use secrets::OPERATOR_KEY;
 
 /// What `mur render` can write.

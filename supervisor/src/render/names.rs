@@ -54,15 +54,22 @@ pub struct Layout {
     pub entry: usize,
 }
 
+/// Refuses a `--namespace` Kubernetes would not take (it also goes into shell commands that
+/// `mur token --kubernetes` prints).
+pub fn check_namespace(namespace: &str) -> CliResult<()> {
+    if is_dns_label(namespace) {
+        return Ok(());
+    }
+    Err(CliError::new(
+        Code::RenderRefused,
+        format!("--namespace {namespace:?} is not a Kubernetes namespace name"),
+        "use lowercase letters, digits and '-', starting and ending with a letter or digit, at most 63 characters",
+    ))
+}
+
 impl Layout {
     pub fn of(plan: &Plan, formation: &str, namespace: &str) -> CliResult<Layout> {
-        if !is_dns_label(namespace) {
-            return Err(CliError::new(
-                Code::RenderRefused,
-                format!("--namespace {namespace:?} is not a Kubernetes namespace name"),
-                "use lowercase letters, digits and '-', starting and ending with a letter or digit, at most 63 characters",
-            ));
-        }
+        check_namespace(namespace)?;
         let formation_label = spelled(formation);
         let mut seen: BTreeMap<String, &str> = BTreeMap::new();
         let mut members = Vec::new();
