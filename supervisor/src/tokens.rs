@@ -72,21 +72,28 @@ pub fn save(session_id: &str, minted: &[Minted]) -> std::io::Result<()> {
     if minted.is_empty() {
         return Ok(());
     }
-    let text: String = minted
+    write_private(&tokens_path(session_id), to_lines(minted).as_bytes())
+}
+
+/// The `credential token` lines a session's tokens file (and a rendered Secret) holds.
+pub fn to_lines(minted: &[Minted]) -> String {
+    minted
         .iter()
         .map(|m| format!("{} {}\n", m.credential, m.token))
-        .collect();
-    write_private(&tokens_path(session_id), text.as_bytes())
+        .collect()
+}
+
+/// `(credential, token)` pairs from [`to_lines`]'s text.
+pub fn from_lines(text: &str) -> Vec<(String, String)> {
+    text.lines()
+        .filter_map(|l| l.split_once(' '))
+        .map(|(c, t)| (c.to_owned(), t.trim().to_owned()))
+        .collect()
 }
 
 /// `(credential, token)` pairs of a running session, operator first; empty for a public door.
 pub fn load(session_id: &str) -> Vec<(String, String)> {
-    std::fs::read_to_string(tokens_path(session_id))
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.split_once(' '))
-        .map(|(c, t)| (c.to_owned(), t.to_owned()))
-        .collect()
+    from_lines(&std::fs::read_to_string(tokens_path(session_id)).unwrap_or_default())
 }
 
 /// The operator token of a running session, when its door is authenticated.

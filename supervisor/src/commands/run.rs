@@ -108,9 +108,10 @@ fn workdir(dir: Option<&Path>) -> CliResult<PathBuf> {
         })
 }
 
-pub async fn run(args: RunArgs) -> CliResult<i32> {
-    let document =
-        manifest::load_document(&args.manifest).map_err(|e| CliError::Formatted(e.to_string()))?;
+/// The manifest at `path` (a capsule's or a formation's) as a plan whose every member this
+/// release can run; refused as `mur run` refuses it. `mur render` starts from the same.
+pub fn runnable_plan(path: &Path) -> CliResult<Plan> {
+    let document = manifest::load_document(path).map_err(|e| CliError::Formatted(e.to_string()))?;
     let plan = Plan::of(document);
     for m in &plan.members {
         check_runnable(&m.manifest).map_err(|e| match plan.is_formation() {
@@ -118,6 +119,11 @@ pub async fn run(args: RunArgs) -> CliResult<i32> {
             false => e,
         })?;
     }
+    Ok(plan)
+}
+
+pub async fn run(args: RunArgs) -> CliResult<i32> {
+    let plan = runnable_plan(&args.manifest)?;
     let containment = contain(&plan)?;
     let task = match &args.task {
         Some(t) => Some(LaunchTask {

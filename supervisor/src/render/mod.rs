@@ -18,9 +18,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use capsule::manifest::{self, Document};
 
-use crate::commands::run::check_runnable;
+use crate::commands::run::runnable_plan;
 use crate::error::{CliError, CliResult, Code};
 use crate::formation::Plan;
 
@@ -66,20 +65,19 @@ pub struct Object {
 
 /// A formation's plan, refused as `mur run` would refuse it, and for what a cluster cannot do.
 pub fn plan(path: &Path) -> CliResult<(Plan, String)> {
-    let document = manifest::load_document(path).map_err(|e| CliError::Formatted(e.to_string()))?;
-    if let Document::Capsule(m) = &document {
+    let plan = runnable_plan(path)?;
+    if !plan.is_formation() {
+        let capsule = plan.members.first().map(|m| m.manifest.path.display().to_string());
         return Err(CliError::new(
             Code::RenderRefused,
             format!(
                 "{} is a capsule manifest: mur render takes a formation (a top-level formation: key)",
-                m.path.display()
+                capsule.unwrap_or_else(|| path.display().to_string())
             ),
             "wrap the capsule in a formation of one member (see manifests/split/formation.yaml)",
         ));
     }
-    let plan = Plan::of(document);
     for m in &plan.members {
-        check_runnable(&m.manifest).map_err(|e| e.within(&format!("member {}", m.name)))?;
         if !m.manifest.capabilities.delegate_allow.is_empty() {
             return Err(CliError::new(
                 Code::RenderRefused,

@@ -145,12 +145,7 @@ fn kept_tokens(object: &Value, formation: &str) -> Option<(String, BTreeMap<Stri
             String::from_utf8(STANDARD.decode(encoded.trim()).ok()?).ok()?
         }
     };
-    let tokens = text
-        .lines()
-        .filter_map(|l| l.split_once(' '))
-        .map(|(c, t)| (c.to_owned(), t.trim().to_owned()))
-        .collect();
-    Some((member, tokens))
+    Some((member, crate::tokens::from_lines(&text).into_iter().collect()))
 }
 
 /// Member `i`'s wiring: its callees at their Service URLs, with the `member:<i>` tokens.
@@ -166,10 +161,7 @@ pub fn secret(layout: &Layout, i: usize, minted: &[Minted], wiring: &Wiring) -> 
     if i == layout.entry {
         labels[ENTRY_LABEL] = json!("true");
     }
-    let lines: String = minted
-        .iter()
-        .map(|m| format!("{} {}\n", m.credential, m.token))
-        .collect();
+    let lines = crate::tokens::to_lines(minted);
     let mut data = Map::new();
     if let Some(op) = minted.iter().find(|m| m.credential == OPERATOR) {
         data.insert(OPERATOR_KEY.into(), json!(op.token));
