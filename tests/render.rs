@@ -260,15 +260,35 @@ fn check_edges(
     entry: &str,
 ) {
     let policies = of_kind(objects, "NetworkPolicy");
+    let deployment = |m: &str| named(objects, "Deployment", &format!("{formation}-{m}"));
+    let pod = |m: &str| member_pod(deployment(m));
+    // A policy's port is the pod's own (a Service's port is translated to it before policies
+    // apply): the container's door port, which the Service targets by name.
     let port = |m: &str| {
-        named(objects, "Service", &format!("{formation}-{m}"))["spec"]["ports"][0]["port"]
+        deployment(m)["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"]
             .as_u64()
             .unwrap()
     };
+    for m in calls.keys() {
+        let service = named(objects, "Service", &format!("{formation}-{m}"));
+        assert!(
+            netpol::matches(
+                &json!({"matchLabels": service["spec"]["selector"]}),
+                &pod(m).labels
+            ),
+            "{formation}: the Service of {m} selects its pod"
+        );
+        assert_eq!(service["spec"]["ports"][0]["targetPort"], "door", "{m}");
+        assert_eq!(
+            deployment(m)["spec"]["template"]["spec"]["containers"][0]["ports"][0]["name"],
+            "door",
+            "{m}"
+        );
+    }
     let mut table = Vec::new();
     for (a, callees) in calls {
         for b in calls.keys() {
-            let (pa, pb) = (member_pod(formation, a), member_pod(formation, b));
+            let (pa, pb) = (pod(a), pod(b));
             let edge = callees.contains(b);
             let ingress = allows(&policies, "Ingress", &pa, &pb, "TCP", port(b));
             let egress = allows(&policies, "Egress", &pa, &pb, "TCP", port(b));
@@ -299,7 +319,7 @@ fn check_edges(
         namespace: "kube-system",
     };
     for m in calls.keys() {
-        let pod = member_pod(formation, m);
+        let pod = pod(m);
         assert_eq!(
             allows(&policies, "Ingress", &client, &pod, "TCP", port(m)),
             m == entry,

@@ -12,7 +12,7 @@ pub struct Pod {
     pub namespace: &'static str,
 }
 
-fn matches(selector: &Value, labels: &Value) -> bool {
+pub fn matches(selector: &Value, labels: &Value) -> bool {
     assert!(
         selector.get("matchExpressions").is_none(),
         "this evaluator reads matchLabels only: {selector}"
@@ -97,9 +97,11 @@ pub fn allows(
     })
 }
 
-pub fn member_pod(formation: &str, member: &str) -> Pod {
+/// A member's pod as its rendered Deployment makes it: the template's own labels, so a policy
+/// and a Deployment that disagree on them fail the edge table.
+pub fn member_pod(deployment: &Value) -> Pod {
     Pod {
-        labels: json!({"murmur.dev/formation": formation, "murmur.dev/member": member}),
+        labels: deployment["spec"]["template"]["metadata"]["labels"].clone(),
         namespace: NAMESPACE,
     }
 }

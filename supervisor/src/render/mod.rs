@@ -18,7 +18,6 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-
 use crate::commands::run::runnable_plan;
 use crate::error::{CliError, CliResult, Code};
 use crate::formation::Plan;
@@ -67,7 +66,10 @@ pub struct Object {
 pub fn plan(path: &Path) -> CliResult<(Plan, String)> {
     let plan = runnable_plan(path)?;
     if !plan.is_formation() {
-        let capsule = plan.members.first().map(|m| m.manifest.path.display().to_string());
+        let capsule = plan
+            .members
+            .first()
+            .map(|m| m.manifest.path.display().to_string());
         return Err(CliError::new(
             Code::RenderRefused,
             format!(

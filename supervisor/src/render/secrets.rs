@@ -145,7 +145,10 @@ fn kept_tokens(object: &Value, formation: &str) -> Option<(String, BTreeMap<Stri
             String::from_utf8(STANDARD.decode(encoded.trim()).ok()?).ok()?
         }
     };
-    Some((member, crate::tokens::from_lines(&text).into_iter().collect()))
+    Some((
+        member,
+        crate::tokens::from_lines(&text).into_iter().collect(),
+    ))
 }
 
 /// Member `i`'s wiring: its callees at their Service URLs, with the `member:<i>` tokens.
