@@ -56,6 +56,10 @@ pub struct Contained {
 impl Contained {
     /// Starts `spec` under a keeper in `containment`, with piped stdin, stdout and stderr.
     ///
+    /// The keeper's parent-death signal fires when the *thread* that started it ends, so this
+    /// must run on a thread that lives as long as the capsule (a runtime worker), never in
+    /// `spawn_blocking`, whose idle threads exit and would take their keepers with them.
+    ///
     /// The keeper is started with posix_spawn (vfork and exec), not fork: a fork of the capsule
     /// copies its page tables and write-protects its whole heap, so every page the door's
     /// threads write afterwards takes a copy-on-write fault (the profile in BENCHMARKS.md). That
