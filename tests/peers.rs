@@ -343,19 +343,7 @@ impl Formation {
     /// A JSON-RPC call to a member's door with its operator token; answers the response.
     fn rpc(&self, name: &str, method: &str, params: Value) -> Value {
         let m = self.member(name);
-        let auth = format!("Bearer {}", m.operator);
-        http(
-            m.port,
-            "POST",
-            "/",
-            &[
-                ("Content-Type", "application/json"),
-                ("A2A-Version", "1.0"),
-                ("Authorization", &auth),
-            ],
-            request(json!(1), method, params).as_bytes(),
-        )
-        .json()
+        bearer_rpc(m.port, &m.operator, method, params)
     }
 
     /// Runs `command` through `@run` in a task of the lead; answers the task as it settled.
