@@ -162,8 +162,10 @@ fn serve(conn: TcpStream, state: Arc<Mutex<State>>) {
             let _ = stream(&mut out, &pieces);
         }
         Reply::Hold(pieces) => {
+            // Wait for the client to close: a read answers 0 (or fails, at the 60 s read
+            // timeout at the latest) then. A write that fails means it already had: a cancel
+            // can land between the request being seen and the first piece going out.
             if stream(&mut out, &pieces).is_ok() {
-                // Wait for the client to close: a read answers 0 (or fails) then.
                 let mut buf = [0u8; 64];
                 loop {
                     match reader.read(&mut buf) {
@@ -171,8 +173,8 @@ fn serve(conn: TcpStream, state: Arc<Mutex<State>>) {
                         Ok(_) => continue,
                     }
                 }
-                state.lock().unwrap().closed += 1;
             }
+            state.lock().unwrap().closed += 1;
         }
     }
 }
