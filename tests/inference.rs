@@ -1021,6 +1021,7 @@ fn cancel_drops_the_call_in_flight_and_the_task_ends_canceled() {
     );
     let task = run.wait_task(&id, LONG, |s| s == "TASK_STATE_CANCELED");
     assert_eq!(task["status"]["state"], "TASK_STATE_CANCELED");
+
     let trace = home.trace(&run.session);
     let canceled = events(&trace, "task_canceled");
     assert_eq!(canceled[0]["interrupted"], "inference", "{trace:?}");
@@ -1055,6 +1056,20 @@ fn cancel_drops_the_call_in_flight_and_the_task_ends_canceled() {
         (Some(id.as_str()), Some("tool")),
         "{trace:?}"
     );
+    // A provider that has not even answered the request: the cancel closes that connection too.
+    fake.script([Reply::Silent]);
+    let silent = run.start_task("no answer yet");
+    assert!(
+        wait_until(LONG, || fake.seen().len() == 3),
+        "the second call never reached the provider"
+    );
+    let resp = run.rpc("CancelTask", json!({"id": silent}));
+    assert!(resp["result"].is_object(), "{resp}");
+    assert!(
+        wait_until(Duration::from_secs(10), || fake.closed() == 2),
+        "the connection of a call not yet answered stayed open"
+    );
+    run.wait_task(&silent, LONG, |s| s == "TASK_STATE_CANCELED");
     drop(run);
     assert_no_key_written(&home);
 }

@@ -23,6 +23,8 @@ pub enum Reply {
     Raw(String),
     /// 200, the first pieces, then hold the connection open until the client closes it.
     Hold(Vec<String>),
+    /// No answer at all, not even a status line: hold until the client closes.
+    Silent,
 }
 
 /// A request as the fake received it.
@@ -160,6 +162,11 @@ fn serve(conn: TcpStream, state: Arc<Mutex<State>>) {
         }
         Reply::Stream(pieces) => {
             let _ = stream(&mut out, &pieces);
+        }
+        Reply::Silent => {
+            let mut buf = [0u8; 64];
+            while matches!(reader.read(&mut buf), Ok(n) if n > 0) {}
+            state.lock().unwrap().closed += 1;
         }
         Reply::Hold(pieces) => {
             // Wait for the client to close: a read answers 0 (or fails, at the 60 s read

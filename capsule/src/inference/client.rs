@@ -133,6 +133,9 @@ impl Endpoint {
         body: &Value,
     ) -> Result<Body, Failure> {
         let (mut sender, connection) = self.connect().await?;
+        // Guarded from here: a call dropped (a cancel) or failed before its answer closes the
+        // connection at once, as one dropped mid-stream does.
+        let connection = Connection(connection);
         let authority = match (self.tls, self.port) {
             (true, 443) | (false, 80) => self.url_host(),
             _ => self.shown(),
@@ -167,7 +170,7 @@ impl Endpoint {
         }
         Ok(Body {
             incoming: answer.into_body(),
-            _connection: Connection(connection),
+            _connection: connection,
         })
     }
 
