@@ -181,7 +181,12 @@ async fn run(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
         .iter()
         .flat_map(|w| w.callees.keys().map(String::as_str))
         .collect();
-    if let Err(e) = agent::write_guide(&config.records_dir, &manifest.name, &members) {
+    if let Err(e) = agent::write_guide(
+        &config.records_dir,
+        &manifest.name,
+        &members,
+        &config.mur_exe,
+    ) {
         eprintln!("error: cannot write the harness guide: {e}");
         return exit::CANNOT_START;
     }
@@ -284,12 +289,7 @@ fn worker_of(m: &manifest::Manifest, config: &CapsuleConfig) -> Result<agent::Wo
     if m.inference.transport == manifest::Transport::Http {
         return http_agent(m).map(agent::Worker::Http);
     }
-    let driver = crate::harness::driver_of(m).ok_or_else(|| {
-        format!(
-            "{} names no process driver this capsule can run",
-            m.path.display()
-        )
-    })?;
+    let driver = crate::harness::driver_for(m, &config.mur_exe, &config.records_dir)?;
     Ok(agent::Worker::Harness(driver, contain(config)?))
 }
 

@@ -32,20 +32,29 @@ Your final answer is what you print (or your result), and nothing else is needed
 
 /// Writes the guide into the session's records folder (0600, like every record) and answers its
 /// path. `members`: the formation members this capsule may call (none for a capsule launched
-/// alone).
+/// alone). `mur`: the helpers' binary, named by its full path, because a CLI that runs its
+/// commands in a login shell (Codex's `bash -lc`) gets the PATH the login profile sets, which
+/// may not hold `mur`'s folder.
 pub fn write_guide(
     records_dir: &Path,
     capsule: &str,
     members: &[&str],
+    mur: &Path,
 ) -> std::io::Result<PathBuf> {
     let path = records_dir.join("guide.md");
     let members = match members.is_empty() {
         true => "none".to_owned(),
         false => members.join(", "),
     };
+    let mur = mur.display();
     crate::private::write(
         &path,
-        format!("{GUIDE}\nCapsule: {capsule}\nMembers you may call: {members}.\n").as_bytes(),
+        format!(
+            "{GUIDE}\n`mur` is {mur}: where your shell does not find `mur`, run it by that path \
+             (e.g. `{mur} call-member NAME TEXT`).\n\nCapsule: {capsule}\nMembers you may call: \
+             {members}.\n"
+        )
+        .as_bytes(),
     )?;
     Ok(path)
 }

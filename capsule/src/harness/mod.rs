@@ -5,6 +5,7 @@
 //! and ended with all it started after the grace.
 
 mod dialect;
+pub mod preset;
 mod sessions;
 
 use std::ffi::OsString;
@@ -41,12 +42,49 @@ const DRAIN: Duration = Duration::from_secs(2);
 /// The variable that would lead a harness to every session's records: not passed on.
 const HOME_ENV: &str = "MURMUR_HOME";
 
-/// A resolved process driver: the manifest's `process` block, presets already filled in.
-pub type Driver = ProcessDriver;
+/// A resolved process driver: the manifest's `process` block (presets already filled in), and
+/// what a preset adds for this capsule (its CLI's permission flags and state folder).
+#[derive(Debug, Clone)]
+pub struct Driver {
+    pub process: ProcessDriver,
+    pub preset: preset::Prepared,
+}
+
+impl std::ops::Deref for Driver {
+    type Target = ProcessDriver;
+    fn deref(&self) -> &ProcessDriver {
+        &self.process
+    }
+}
 
 /// The process driver `inference.driver.artifact` names, when it is one.
-pub fn driver_of(m: &Manifest) -> Option<Driver> {
+pub fn driver_of(m: &Manifest) -> Option<ProcessDriver> {
     m.driver_artifact()?.process.clone()
+}
+
+/// The driver a capsule runs its attempts with: [`driver_of`], and for a preset its CLI's flags
+/// and state folder under `records_dir` ([`preset::prepare`]). `mur` is the helpers' binary.
+pub fn driver_for(m: &Manifest, mur: &Path, records_dir: &Path) -> Result<Driver, String> {
+    let process = driver_of(m).ok_or_else(|| {
+        format!(
+            "{} names no process driver this capsule can run",
+            m.path.display()
+        )
+    })?;
+    let prepared = match m.driver_artifact().and_then(|a| a.builtin) {
+        Some(b) => preset::prepare(b, &m.harness, mur, records_dir).map_err(|e| {
+            format!(
+                "cannot prepare {}'s state folder in {}: {e}",
+                b.name(),
+                records_dir.display()
+            )
+        })?,
+        None => preset::Prepared::default(),
+    };
+    Ok(Driver {
+        process,
+        preset: prepared,
+    })
 }
 
 /// One attempt at one task.
@@ -80,20 +118,33 @@ pub enum Ending {
     SpawnFailed(String),
 }
 
+/// Fills a command's placeholders: `{session}`, `{guide}` (the guide's path), `{guide_text}`
+/// (its text) and `{guide_toml}` (its text as a TOML string, for Codex's `-c key=value`).
 fn expand(arg: &str, a: &Attempt, guide_text: &str) -> String {
-    arg.replace("{session}", a.resume.as_deref().unwrap_or(""))
+    let mut out = arg
+        .replace("{session}", a.resume.as_deref().unwrap_or(""))
         .replace("{guide_text}", guide_text)
-        .replace("{guide}", &a.guide.to_string_lossy())
+        .replace("{guide}", &a.guide.to_string_lossy());
+    if out.contains("{guide_toml}") {
+        // A JSON string is a TOML basic string: the same quotes and escapes.
+        out = out.replace(
+            "{guide_toml}",
+            &serde_json::Value::from(guide_text).to_string(),
+        );
+    }
+    out
 }
 
 fn build_spec(session: &Session, d: &Driver, a: &Attempt) -> Option<Spec> {
-    let guide_text = if d.command.iter().any(|c| c.contains("{guide_text}")) {
+    let wants_text = |c: &String| c.contains("{guide_text}") || c.contains("{guide_toml}");
+    let guide_text = if d.command.iter().any(wants_text) {
         std::fs::read_to_string(a.guide).unwrap_or_default()
     } else {
         String::new()
     };
     let (program, rest) = d.command.split_first()?;
     let mut args: Vec<String> = rest.iter().map(|s| expand(s, a, &guide_text)).collect();
+    args.extend(d.preset.args.iter().cloned());
     if let (Some(model_args), Some(model)) = (&d.model_args, &session.manifest.inference.model) {
         args.extend(model_args.iter().map(|s| s.replace("{model}", model)));
     }
@@ -122,6 +173,7 @@ fn build_spec(session: &Session, d: &Driver, a: &Attempt) -> Option<Spec> {
         ("MURMUR_TASK_TOKEN".into(), a.token.into()),
         ("MURMUR_GUIDE".into(), a.guide.into()),
     ];
+    env.extend(d.preset.env.iter().cloned());
     let mut env_remove = vec![HOME_ENV];
     match &a.resume {
         Some(s) => env.push(("MURMUR_HARNESS_SESSION".into(), s.into())),

@@ -60,8 +60,11 @@ impl Builtin {
     /// in-band `control_request` interrupt (headless Claude Code does not stop a turn on
     /// SIGINT; SIGINT is only the fallback). It takes the guide (`MURMUR_GUIDE`) as
     /// `--append-system-prompt`, so the user line stays the message text; the harness expands
-    /// `{guide_text}`. Codex: `codex exec --json`, prompt on stdin, `resume {session}` (giving
-    /// `codex exec --json resume <id>`), SIGINT, which `codex exec` honours.
+    /// `{guide_text}`. Codex: `codex exec --json`, the guide as its developer instructions
+    /// (`-c developer_instructions=…`), prompt on stdin, `resume {session}` (giving
+    /// `codex exec --json … resume <id>`), SIGINT, which `codex exec` honours. Each preset's
+    /// permission flags and state folder come from the manifest's `harness` block
+    /// (`crate::harness::preset`).
     pub fn preset(&self) -> Option<ProcessDriver> {
         let strings = |items: &[&str]| items.iter().map(|s| (*s).to_string()).collect();
         match self {
@@ -85,7 +88,14 @@ impl Builtin {
                 model_args: Some(strings(&["--model", "{model}"])),
             }),
             Builtin::Codex => Some(ProcessDriver {
-                command: strings(&["codex", "exec", "--json", "--skip-git-repo-check"]),
+                command: strings(&[
+                    "codex",
+                    "exec",
+                    "--json",
+                    "--skip-git-repo-check",
+                    "-c",
+                    "developer_instructions={guide_toml}",
+                ]),
                 prompt: PromptMode::Stdin,
                 input: InputDialect::Text,
                 output: OutputDialect::CodexJson,

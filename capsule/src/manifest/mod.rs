@@ -5,7 +5,7 @@
 //!
 //! Layout: `load` (files, YAML, `.env`), `limits` (size and nesting, checked before parsing),
 //! `reader` (walking `serde_yaml::Value`), `keypath`, `validate` + `artifacts` + `network` +
-//! `driver` (capsule manifests), `formation`, `model` (the validated types), `builtin` (the
+//! `driver` + `harness` (capsule manifests), `formation`, `model` (the validated types), `builtin` (the
 //! `murmur/` artifacts), `interpolate`, `locate` (line/column), `suggest` (did-you-mean), `paths`,
 //! `error`.
 
@@ -14,6 +14,7 @@ pub mod builtin;
 pub mod driver;
 pub mod error;
 pub mod formation;
+pub mod harness;
 pub mod interpolate;
 pub mod keypath;
 pub mod limits;
@@ -34,7 +35,8 @@ pub use error::{ErrorCode, ManifestError};
 pub use formation::{Formation, Member, OnMemberFailure};
 pub use load::{load, load_document, load_str, Document};
 pub use model::{
-    AfterTask, Artifact, Authentication, Capabilities, ContextLimits, Exports, Gateway, Inference,
-    InputDialect, Interrupt, Lifecycle, Manifest, Network, OutputDialect, ProcessDriver,
-    PromptMode, TaskAcceptance, Transport, CONTROL_REQUEST_BOUND,
+    AfterTask, Artifact, Authentication, Capabilities, ContextLimits, Exports, Gateway,
+    HarnessPolicy, Inference, InputDialect, Interrupt, Lifecycle, Manifest, Network, OutputDialect,
+    Permissions, ProcessDriver, PromptMode, StateHome, TaskAcceptance, Transport,
+    CONTROL_REQUEST_BOUND,
 };

@@ -31,6 +31,8 @@ pub struct Manifest {
     pub capabilities: Capabilities,
     /// `context`.
     pub context: ContextLimits,
+    /// `harness`: what a CLI preset may do (the defaults when absent).
+    pub harness: HarnessPolicy,
 }
 
 impl Manifest {
@@ -303,4 +305,52 @@ impl Default for ContextLimits {
             images_max_per_turn: 4,
         }
     }
+}
+
+/// `harness`: what an agent CLI driven by a preset may do inside its capsule. Each preset maps
+/// it to its CLI's own flags (`crate::harness::preset`); murmur's helpers are runnable at every
+/// level.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct HarnessPolicy {
+    /// `permissions`: default `read`.
+    pub permissions: Permissions,
+    /// `allow_commands`: command prefixes (program, then the arguments it starts with) the agent
+    /// may run whatever its level.
+    pub allow_commands: Vec<Vec<String>>,
+    /// `state`: default `capsule`.
+    pub state: StateHome,
+}
+
+/// `harness.permissions`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Permissions {
+    /// `read` (default): read files and run murmur's helpers; nothing else runs.
+    #[default]
+    Read,
+    /// `edit`: also edit files in the work folder.
+    Edit,
+    /// `full`: run any command; the capsule's containment is the only wall.
+    Full,
+}
+
+impl Permissions {
+    /// The manifest spelling.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Permissions::Read => "read",
+            Permissions::Edit => "edit",
+            Permissions::Full => "full",
+        }
+    }
+}
+
+/// `harness.state`: where the CLI keeps its sessions, caches and settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StateHome {
+    /// `capsule` (default): a folder of the session's records, so two capsules never share a
+    /// session store and the user's own CLI folder is left as it was.
+    #[default]
+    Capsule,
+    /// `user`: the CLI's own folder (`~/.claude`, `~/.codex`).
+    User,
 }

@@ -6,6 +6,7 @@
 use crate::manifest::artifacts;
 use crate::manifest::driver::{self, Draft};
 use crate::manifest::error::{ErrorCode, ManifestError};
+use crate::manifest::harness;
 use crate::manifest::keypath::KeyPath;
 use crate::manifest::model::{
     AfterTask, Capabilities, ContextLimits, Exports, Lifecycle, Manifest, TaskAcceptance, Transport,
@@ -17,7 +18,7 @@ use serde_yaml::Value;
 use std::path::{Path, PathBuf};
 
 /// The top-level keys of a capsule manifest.
-pub const TOP_KEYS: [&str; 9] = [
+pub const TOP_KEYS: [&str; 10] = [
     "name",
     "version",
     "artifacts",
@@ -27,6 +28,7 @@ pub const TOP_KEYS: [&str; 9] = [
     "exports",
     "capabilities",
     "context",
+    "harness",
 ];
 
 /// The most tasks `lifecycle.queue_depth` may keep waiting behind the running one. The queue is
@@ -62,7 +64,9 @@ pub fn manifest(r: &Reader, root: &Value, path: PathBuf) -> Result<Manifest, Man
     let exports = exports(r, f.get("exports"), &f.path("exports"))?;
     let capabilities = capabilities(r, f.get("capabilities"), &f.path("capabilities"), &dir)?;
     let context = context(r, f.get("context"), &f.path("context"))?;
+    let harness = harness::read(r, f.get("harness"), &f.path("harness"))?;
     let inference = driver::resolve(r, draft, &artifacts, &lifecycle)?;
+    let harness = harness::checked(r, harness, &inference, &artifacts)?;
     Ok(Manifest {
         path,
         dir,
@@ -75,6 +79,7 @@ pub fn manifest(r: &Reader, root: &Value, path: PathBuf) -> Result<Manifest, Man
         exports,
         capabilities,
         context,
+        harness,
     })
 }
 

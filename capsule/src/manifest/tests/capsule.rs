@@ -3,8 +3,8 @@
 use super::{env, parse, tree, with, MINIMAL};
 use crate::auth::scope::Scope;
 use crate::manifest::{
-    load, load_str, AfterTask, Builtin, ContextLimits, InputDialect, Interrupt, OutputDialect,
-    PromptMode, TaskAcceptance, Transport,
+    load, load_str, AfterTask, Builtin, ContextLimits, HarnessPolicy, InputDialect, Interrupt,
+    OutputDialect, Permissions, PromptMode, StateHome, TaskAcceptance, Transport,
 };
 use std::path::{Path, PathBuf};
 
@@ -207,7 +207,28 @@ fn presets_are_accepted_without_a_process_block() {
         let process = m.driver_artifact().unwrap().process.clone().unwrap();
         assert_eq!(process.output, dialect);
         assert_eq!(Some(process), Builtin::parse(name).unwrap().preset());
+        assert_eq!(
+            m.harness,
+            HarnessPolicy::default(),
+            "no harness block: the defaults"
+        );
+        assert_eq!(
+            (m.harness.permissions, m.harness.state),
+            (Permissions::Read, StateHome::Capsule)
+        );
     }
+    let m = parse(
+        "name: h\nversion: \"1\"\nartifacts: [{ name: murmur/driver-codex, runtime: driver }]\nharness: { permissions: edit, allow_commands: [\"cargo  test\", make], state: capsule }\n",
+    )
+    .unwrap();
+    assert_eq!(
+        m.harness,
+        HarnessPolicy {
+            permissions: Permissions::Edit,
+            allow_commands: vec![vec!["cargo".into(), "test".into()], vec!["make".into()]],
+            state: StateHome::Capsule,
+        }
+    );
     // transport follows the driver when not written
     let m = parse(
         "name: h\nversion: \"1\"\nartifacts: [{ name: murmur/driver-codex, runtime: driver }]\n",

@@ -62,7 +62,7 @@ fn e003_unknown_keys_everywhere() {
         "colour",
         "error[E-MAN-003]: worker/murmur.yaml: colour is not a manifest key\n  hint: the top-level \
          keys are name, version, artifacts, network, inference, lifecycle, exports, capabilities, \
-         context",
+         context, harness",
     );
     let text = MINIMAL.replace("runtime: driver", "runtime: driver\n    endpont: x");
     let err = refused(

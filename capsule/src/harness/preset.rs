@@ -1,0 +1,283 @@
+//! What the CLI presets are told beyond their command (DESIGN §8, docs/agent-clis.md): the
+//! manifest's `harness` block mapped to Claude Code's and Codex's own permission flags, so that a
+//! headless CLI neither stops on a prompt nobody can answer nor refuses murmur's helpers; and the
+//! folder each keeps its sessions in, under the session's records unless the manifest says
+//! `state: user`. Prepared once when the capsule starts; every attempt reuses it.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use crate::manifest::{Builtin, HarnessPolicy, Permissions, StateHome};
+
+/// murmur's helper commands: runnable at every permission level.
+pub const HELPERS: [&str; 5] = [
+    "call-member",
+    "delegate-task",
+    "send-message",
+    "request-input",
+    "end-without-answer",
+];
+
+/// The folder of the session's records that holds the CLI's state under `state: capsule`.
+pub const STATE_DIR: &str = "harness-state";
+
+/// What a preset adds to its command line and environment.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Prepared {
+    /// Flags that go right after the preset's command, before the model and resume arguments.
+    pub args: Vec<String>,
+    pub env: Vec<(String, OsString)>,
+}
+
+/// Maps `policy` to `preset`'s flags, and makes its state folder (seeded from the user's own
+/// login, see [`seed`]) when the state is the capsule's. `mur` is the binary the helpers run as.
+pub fn prepare(
+    preset: Builtin,
+    policy: &HarnessPolicy,
+    mur: &Path,
+    records_dir: &Path,
+) -> std::io::Result<Prepared> {
+    let state = match policy.state {
+        StateHome::Capsule => Some(records_dir.join(STATE_DIR)),
+        StateHome::User => None,
+    };
+    match preset {
+        Builtin::ClaudeCode => claude_code(policy, mur, state),
+        Builtin::Codex => codex(policy, mur, state),
+        _ => Ok(Prepared::default()),
+    }
+}
+
+/// The names `mur` may be run by: the bare name (found on PATH) and the absolute path the guide
+/// gives for shells whose PATH was reset.
+fn mur_names(mur: &Path) -> Vec<String> {
+    let mut names = vec!["mur".to_owned()];
+    let full = mur.to_string_lossy().into_owned();
+    if full != "mur" {
+        names.push(full);
+    }
+    names
+}
+
+/// Claude Code headless (`-p`) denies every tool call that needs approval, so the level is its
+/// permission mode plus `--allowedTools` patterns: murmur's helpers always, every Bash command
+/// and editing tool under `full`. `bypassPermissions` is not used: Claude Code refuses it as root.
+fn claude_code(
+    policy: &HarnessPolicy,
+    mur: &Path,
+    state: Option<PathBuf>,
+) -> std::io::Result<Prepared> {
+    let mode = match policy.permissions {
+        Permissions::Read => "default",
+        Permissions::Edit | Permissions::Full => "acceptEdits",
+    };
+    let mut tools: Vec<String> = Vec::new();
+    for name in mur_names(mur) {
+        tools.extend(HELPERS.iter().map(|h| format!("Bash({name} {h}:*)")));
+    }
+    if policy.permissions == Permissions::Full {
+        let all = [
+            "Bash",
+            "Edit",
+            "Write",
+            "NotebookEdit",
+            "WebFetch",
+            "WebSearch",
+        ];
+        tools.extend(all.iter().map(|t| (*t).to_owned()));
+    }
+    tools.extend(
+        policy
+            .allow_commands
+            .iter()
+            .map(|words| format!("Bash({}:*)", words.join(" "))),
+    );
+    let mut env = Vec::new();
+    if let Some(dir) = state {
+        let user = user_folder("CLAUDE_CONFIG_DIR", ".claude");
+        seed(&dir, user.as_deref(), &[], &[".credentials.json"])?;
+        env.push(("CLAUDE_CONFIG_DIR".to_owned(), dir.into_os_string()));
+    }
+    Ok(Prepared {
+        args: vec![
+            "--permission-mode".into(),
+            mode.into(),
+            "--allowedTools".into(),
+            tools.join(","),
+        ],
+        env,
+    })
+}
+
+/// Codex runs model commands in its own sandbox: `read-only` forbids every write and every
+/// socket (so a helper could not reach the capsule's door), `workspace-write` allows writes in
+/// the work folder. murmur's helpers, and the manifest's `allow_commands`, run outside that
+/// sandbox through an execpolicy rule in the state folder — still inside murmur's containment.
+fn codex(policy: &HarnessPolicy, mur: &Path, state: Option<PathBuf>) -> std::io::Result<Prepared> {
+    let sandbox = match policy.permissions {
+        Permissions::Read => "read-only",
+        Permissions::Edit => "workspace-write",
+        Permissions::Full => "danger-full-access",
+    };
+    let mut env = Vec::new();
+    if let Some(dir) = state {
+        let user = user_folder("CODEX_HOME", ".codex");
+        seed(&dir, user.as_deref(), &["config.toml"], &["auth.json"])?;
+        let rules = dir.join("rules");
+        crate::private::create_dir_all(&rules)?;
+        crate::private::write(
+            &rules.join("murmur.rules"),
+            codex_rules(policy, mur).as_bytes(),
+        )?;
+        env.push(("CODEX_HOME".to_owned(), dir.into_os_string()));
+    }
+    Ok(Prepared {
+        args: vec!["--sandbox".into(), sandbox.into()],
+        env,
+    })
+}
+
+/// Codex execpolicy rules (Starlark): each `prefix_rule` lets commands starting with its words
+/// run without approval, outside Codex's sandbox.
+fn codex_rules(policy: &HarnessPolicy, mur: &Path) -> String {
+    let quoted = |w: &str| serde_json::Value::from(w).to_string();
+    let helpers: Vec<String> = HELPERS.iter().map(|h| quoted(h)).collect();
+    let mut out = String::from("# Written by murmur for this capsule: its helpers, and the manifest's harness.allow_commands.\n");
+    for name in mur_names(mur) {
+        out.push_str(&format!(
+            "prefix_rule(pattern = [{}, [{}]], decision = \"allow\")\n",
+            quoted(&name),
+            helpers.join(", ")
+        ));
+    }
+    for words in &policy.allow_commands {
+        let words: Vec<String> = words.iter().map(|w| quoted(w)).collect();
+        out.push_str(&format!(
+            "prefix_rule(pattern = [{}], decision = \"allow\")\n",
+            words.join(", ")
+        ));
+    }
+    out
+}
+
+/// The user's own folder of a CLI: `$VAR`, else `~/<dot>`.
+fn user_folder(var: &str, dot: &str) -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os(var).filter(|d| !d.is_empty()) {
+        return Some(PathBuf::from(dir));
+    }
+    std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(|h| Path::new(&h).join(dot))
+}
+
+/// Makes the capsule's state folder (0700) and carries the user's login into it: `copies` are
+/// copied (settings the CLI may rewrite, so the user's file is never touched), `links` are
+/// symlinked (credentials: no secret is written into the records, and a refreshed login is seen).
+fn seed(dir: &Path, user: Option<&Path>, copies: &[&str], links: &[&str]) -> std::io::Result<()> {
+    crate::private::create_dir_all(dir)?;
+    let Some(user) = user.filter(|u| *u != dir) else {
+        return Ok(());
+    };
+    for name in copies {
+        let from = user.join(name);
+        if let Ok(bytes) = std::fs::read(&from) {
+            crate::private::write(&dir.join(name), &bytes)?;
+        }
+    }
+    for name in links {
+        let from = user.join(name);
+        let to = dir.join(name);
+        if from.is_file() && std::fs::symlink_metadata(&to).is_err() {
+            std::os::unix::fs::symlink(&from, &to)?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(permissions: Permissions, allow: &[&str]) -> HarnessPolicy {
+        HarnessPolicy {
+            permissions,
+            allow_commands: allow
+                .iter()
+                .map(|c| c.split(' ').map(str::to_owned).collect())
+                .collect(),
+            state: StateHome::User,
+        }
+    }
+
+    #[test]
+    fn claude_code_levels() {
+        let mur = Path::new("/opt/m/mur");
+        let read = claude_code(&policy(Permissions::Read, &["cargo test"]), mur, None).unwrap();
+        let helpers = "Bash(mur call-member:*),Bash(mur delegate-task:*),Bash(mur send-message:*),\
+            Bash(mur request-input:*),Bash(mur end-without-answer:*),\
+            Bash(/opt/m/mur call-member:*),Bash(/opt/m/mur delegate-task:*),\
+            Bash(/opt/m/mur send-message:*),Bash(/opt/m/mur request-input:*),\
+            Bash(/opt/m/mur end-without-answer:*)";
+        assert_eq!(
+            read.args,
+            [
+                "--permission-mode",
+                "default",
+                "--allowedTools",
+                &format!("{helpers},Bash(cargo test:*)")
+            ]
+        );
+        let full = claude_code(&policy(Permissions::Full, &[]), mur, None).unwrap();
+        assert_eq!(
+            full.args[1..],
+            [
+                "acceptEdits",
+                "--allowedTools",
+                &format!("{helpers},Bash,Edit,Write,NotebookEdit,WebFetch,WebSearch")
+            ]
+        );
+        assert!(full.env.is_empty(), "state: user sets no folder");
+    }
+
+    #[test]
+    fn codex_levels_and_rules() {
+        let mur = Path::new("/opt/m/mur");
+        for (level, sandbox) in [
+            (Permissions::Read, "read-only"),
+            (Permissions::Edit, "workspace-write"),
+            (Permissions::Full, "danger-full-access"),
+        ] {
+            let p = codex(&policy(level, &[]), mur, None).unwrap();
+            assert_eq!(p.args, ["--sandbox", sandbox]);
+        }
+        assert_eq!(
+            codex_rules(&policy(Permissions::Read, &["cargo test"]), mur),
+            "# Written by murmur for this capsule: its helpers, and the manifest's harness.allow_commands.\n\
+             prefix_rule(pattern = [\"mur\", [\"call-member\", \"delegate-task\", \"send-message\", \"request-input\", \"end-without-answer\"]], decision = \"allow\")\n\
+             prefix_rule(pattern = [\"/opt/m/mur\", [\"call-member\", \"delegate-task\", \"send-message\", \"request-input\", \"end-without-answer\"]], decision = \"allow\")\n\
+             prefix_rule(pattern = [\"cargo\", \"test\"], decision = \"allow\")\n"
+        );
+    }
+
+    #[test]
+    fn the_capsule_state_is_seeded_from_the_users_login_without_copying_a_secret() {
+        let root = std::env::temp_dir().join(format!("murmur-preset-{}", std::process::id()));
+        let user = root.join("user");
+        std::fs::create_dir_all(&user).unwrap();
+        std::fs::write(user.join("config.toml"), "model = \"m\"\n").unwrap();
+        std::fs::write(user.join("auth.json"), "{\"secret\":1}").unwrap();
+        let dir = root.join("records").join(STATE_DIR);
+        seed(&dir, Some(&user), &["config.toml"], &["auth.json"]).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dir.join("config.toml")).unwrap(),
+            "model = \"m\"\n"
+        );
+        assert_eq!(
+            std::fs::read_link(dir.join("auth.json")).unwrap(),
+            user.join("auth.json")
+        );
+        // A second start of the same folder keeps what is there.
+        seed(&dir, Some(&user), &["config.toml"], &["auth.json"]).unwrap();
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+}

@@ -1,0 +1,144 @@
+//! Reading the `harness` block: what an agent CLI driven by a preset (`murmur/driver-claude-code`,
+//! `murmur/driver-codex`) may do inside its capsule — one permission level, command prefixes it
+//! may run beyond that level, and where the CLI keeps its state (DESIGN §8, docs/agent-clis.md).
+//! The block is the manifest's one place for this; `crate::harness::preset` maps it to each
+//! CLI's own flags. Checked here against the driver it applies to, so a capsule never starts with
+//! a block its CLI would ignore.
+
+use crate::manifest::builtin::Builtin;
+use crate::manifest::error::{ErrorCode, ManifestError};
+use crate::manifest::keypath::KeyPath;
+use crate::manifest::model::{
+    Artifact, HarnessPolicy, Inference, Permissions, StateHome, Transport,
+};
+use crate::manifest::reader::Reader;
+use serde_yaml::Value;
+
+const KEYS: [&str; 3] = ["permissions", "allow_commands", "state"];
+
+/// Characters a command prefix may not hold: each CLI matches prefixes word by word, and these
+/// would make one command line several, or one word many.
+const SHELL_SPECIALS: &[char] = &[
+    ';', '|', '&', '$', '`', '(', ')', '<', '>', '*', '?', '[', ']', '{', '}', '\'', '"', '\\',
+    '!', '#', '~', ',', ':',
+];
+
+/// The block as written; `checked` then holds it against the driver.
+pub fn read(
+    r: &Reader,
+    value: Option<&Value>,
+    path: &KeyPath,
+) -> Result<Option<HarnessPolicy>, ManifestError> {
+    if value.is_none() {
+        return Ok(None);
+    }
+    let f = r.mapping(value, path, &KEYS)?;
+    let permissions = match f.get("permissions") {
+        Some(v) => match r.choice(v, &f.path("permissions"), &["read", "edit", "full"])? {
+            0 => Permissions::Read,
+            1 => Permissions::Edit,
+            _ => Permissions::Full,
+        },
+        None => Permissions::default(),
+    };
+    let mut allow_commands = Vec::new();
+    if let Some(v) = f.get("allow_commands") {
+        let list_path = f.path("allow_commands");
+        for (i, text) in r
+            .string_list(v, &list_path, "[\"cargo test\", \"git status\"]")?
+            .into_iter()
+            .enumerate()
+        {
+            allow_commands.push(command_prefix(r, &list_path.index(i), text)?);
+        }
+    }
+    let state = match f.get("state") {
+        Some(v) => match r.choice(v, &f.path("state"), &["capsule", "user"])? {
+            0 => StateHome::Capsule,
+            _ => StateHome::User,
+        },
+        None => StateHome::default(),
+    };
+    Ok(Some(HarnessPolicy {
+        permissions,
+        allow_commands,
+        state,
+    }))
+}
+
+/// One `allow_commands` entry as its words: a program and the arguments it must start with.
+fn command_prefix(r: &Reader, at: &KeyPath, text: String) -> Result<Vec<String>, ManifestError> {
+    let words: Vec<String> = text.split_whitespace().map(str::to_owned).collect();
+    if let Some(c) = text.chars().find(|c| SHELL_SPECIALS.contains(c)) {
+        return Err(r.error(
+            ErrorCode::BadValue,
+            at,
+            format!("{at} is {text:?}, which holds {c:?}: an entry is a command's first words, not a shell line"),
+            "write the program and the arguments it starts with, e.g. \"cargo test\" (it then \
+             allows `cargo test --release` too)",
+        ));
+    }
+    if words.is_empty() {
+        return Err(r.bad(
+            at,
+            "a command's first words",
+            &Value::String(text),
+            "write e.g. \"cargo test\"",
+        ));
+    }
+    Ok(words)
+}
+
+/// The block checked against the driver: it is read by the two CLI presets only. `written` is
+/// `None` when the manifest has no `harness` key (the defaults then apply to a preset).
+pub fn checked(
+    r: &Reader,
+    written: Option<HarnessPolicy>,
+    inference: &Inference,
+    artifacts: &[Artifact],
+) -> Result<HarnessPolicy, ManifestError> {
+    let Some(policy) = written else {
+        return Ok(HarnessPolicy::default());
+    };
+    let path = KeyPath::default().key("harness");
+    let preset = artifacts
+        .iter()
+        .find(|a| Some(&a.name) == inference.driver_artifact.as_ref())
+        .and_then(|a| a.builtin)
+        .filter(|b| !b.is_http());
+    let Some(preset) = preset.filter(|_| inference.transport == Transport::Process) else {
+        return Err(r.error(
+            ErrorCode::BadValue,
+            &path,
+            format!(
+                "{path} is not accepted: it is read by the {} and {} presets, and this capsule's \
+                 driver is neither",
+                Builtin::ClaudeCode.name(),
+                Builtin::Codex.name()
+            ),
+            "remove harness; a process driver of your own passes its CLI's permission flags in \
+             process.command",
+        ));
+    };
+    // Codex runs murmur's helpers outside its own sandbox through a rule murmur writes into the
+    // CLI's state folder; it writes nothing into the user's own ~/.codex.
+    if preset == Builtin::Codex
+        && policy.state == StateHome::User
+        && policy.permissions != Permissions::Full
+    {
+        let at = path.key("state");
+        return Err(r.error(
+            ErrorCode::BadValue,
+            &at,
+            format!(
+                "{at} is user with permissions: {}, which {} cannot serve: Codex's sandbox would \
+                 keep murmur's helpers from reaching the capsule, and murmur writes no rule into \
+                 your own Codex folder",
+                policy.permissions.as_str(),
+                Builtin::Codex.name()
+            ),
+            "write state: capsule (the default), or permissions: full",
+        ));
+    }
+    Ok(policy)
+}
