@@ -8,6 +8,9 @@ pinned version is already there), so a repeated run is fast:
 - the Python SDK `a2a-sdk`, with pip, for this interpreter (tests/interop.rs);
 - the JavaScript SDK `@a2a-js/sdk`, with `npm ci` from tests/interop/js/package-lock.json, into
   target/interop-clients/js (tests/interop_js.rs);
+- the agent CLIs the presets drive, `claude` (`@anthropic-ai/claude-code`) and `codex`
+  (`@openai/codex`), with `npm ci` from tests/clis/package-lock.json, into target/interop-clients/clis
+  (tests/agent_clis.rs drives them against local fake model providers; nothing is logged in);
 - the Rust CLI `a2acli` (crate `a2a-cli`), with `cargo install --locked` and its TLS features
   off, into target/interop-clients/a2acli (tests/interop_rust.rs). It builds in a few minutes,
   which is why it is built here, before `cargo test`, and not inside a test's time.
@@ -102,6 +105,43 @@ def install_js_sdk() -> None:
     available("a2a-js-sdk", started, True)
 
 
+AGENT_CLIS = {"claude": ("@anthropic-ai/claude-code", "2.1.332"), "codex": ("@openai/codex", "0.171.0")}
+
+
+def install_agent_clis() -> None:
+    """Claude Code and Codex, pinned by tests/clis/package-lock.json, into CLIENTS/clis."""
+    started = time.monotonic()
+    dest = CLIENTS / "clis"
+    source = ROOT / "tests" / "clis"
+    lock = source / "package-lock.json"
+
+    def pinned() -> bool:
+        for package, version in AGENT_CLIS.values():
+            manifest = dest / "node_modules" / package / "package.json"
+            if json.loads(manifest.read_text())["version"] != version:
+                return False
+        return (dest / "package-lock.json").read_bytes() == lock.read_bytes()
+
+    try:
+        if pinned():
+            return available("agent-clis", started, False)
+    except (OSError, ValueError, KeyError):
+        pass
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        return unavailable("agent-clis", "node and npm are not on PATH (install Node.js 20 or newer)")
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in ("package.json", "package-lock.json"):
+        shutil.copyfile(source / name, dest / name)
+    why = run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=dest)
+    if why:
+        return unavailable("agent-clis", why)
+    for cli in AGENT_CLIS:
+        why = run([dest / "node_modules" / ".bin" / cli, "--version"])
+        if why:
+            return unavailable("agent-clis", why)
+    available("agent-clis", started, True)
+
+
 def install_a2acli() -> None:
     """The official Rust CLI, built without TLS (the doors are plain HTTP), into CLIENTS/a2acli."""
     started = time.monotonic()
@@ -124,6 +164,27 @@ def install_a2acli() -> None:
     available("a2acli", started, True)
 
 
+# The official OpenAI Python SDK: its stream parser checks the tests' fake of the Responses API,
+# the wire format Codex speaks (tests/fake_responses.rs).
+OPENAI_SDK = ("openai", "3.57.0")
+
+
+def install_openai_sdk() -> None:
+    """The pinned openai SDK, into this interpreter's site-packages."""
+    started = time.monotonic()
+    try:
+        from importlib.metadata import version
+        if version(OPENAI_SDK[0]) == OPENAI_SDK[1]:
+            return available("openai", started, False)
+    except Exception:
+        pass
+    why = run([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+               "==".join(OPENAI_SDK)])
+    if why:
+        return unavailable("openai", why)
+    available("openai", started, True)
+
+
 # kubernetes-validate checks the objects `mur render` writes against Kubernetes's OpenAPI
 # schemas (tests/render.rs). The render test fails, naming this script, when it is missing.
 KUBERNETES_VALIDATE = ("kubernetes-validate", "1.37.0")
@@ -144,6 +205,8 @@ def install_kubernetes_validate() -> None:
 
 if __name__ == "__main__":
     install_python_sdk()
+    install_openai_sdk()
     install_js_sdk()
+    install_agent_clis()
     install_a2acli()
     install_kubernetes_validate()

@@ -1047,4 +1047,14 @@ impl Launch {
     pub fn start_formation(home: &Home, manifest: &Path, args: &[&str]) -> (Launch, Vec<Member>) {
         Launch::announced(home, manifest, args, &[])
     }
+
+    /// [`Launch::start_formation`] with extra environment for `mur run` (and its harnesses).
+    pub fn start_formation_env(
+        home: &Home,
+        manifest: &Path,
+        args: &[&str],
+        env: &[(&str, String)],
+    ) -> (Launch, Vec<Member>) {
+        Launch::announced(home, manifest, args, env)
+    }
 }

@@ -17,7 +17,7 @@ use std::path::Path;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Document {
     /// A capsule manifest.
-    Capsule(Manifest),
+    Capsule(Box<Manifest>),
     /// A formation manifest, its members loaded.
     Formation(Formation),
 }
@@ -67,7 +67,7 @@ pub fn load_document(path: &Path) -> Result<Document, ManifestError> {
     if is_formation {
         formation::read(&reader, &root, absolute(path), &load).map(Document::Formation)
     } else {
-        validate::manifest(&reader, &root, absolute(path)).map(Document::Capsule)
+        validate::manifest(&reader, &root, absolute(path)).map(|m| Document::Capsule(Box::new(m)))
     }
 }
 

@@ -102,7 +102,7 @@ pub fn run(manifest_path: &Path) -> CliResult<i32> {
         manifest::load_document(manifest_path).map_err(|e| CliError::Formatted(e.to_string()))?;
     // A formation's members, each under its name; a capsule alone, as it is.
     let capsules: Vec<(Option<String>, Manifest)> = match document {
-        Document::Capsule(m) => vec![(None, m)],
+        Document::Capsule(m) => vec![(None, *m)],
         Document::Formation(f) => f
             .members
             .into_iter()

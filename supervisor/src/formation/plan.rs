@@ -36,7 +36,7 @@ impl Plan {
                 members: vec![PlannedMember {
                     name: m.name.clone(),
                     port: m.network.internal_port,
-                    manifest: m,
+                    manifest: *m,
                     calls: Vec::new(),
                 }],
                 entry: 0,

@@ -1,0 +1,547 @@
+//! The CLI presets against the real CLIs (issue: Claude Code and Codex formations that work):
+//! `claude` (Claude Code) and `codex` (Codex), as scripts/setup_test_deps.py installs them from
+//! npm, pinned, each pointed at a local fake model provider that speaks its provider's real wire
+//! format — Anthropic Messages streaming for Claude Code (`ANTHROPIC_BASE_URL`), the OpenAI
+//! Responses API streaming for Codex (a `model_providers` entry in the user's
+//! `$CODEX_HOME/config.toml`, which murmur carries into the capsule's own Codex folder). Nothing
+//! is logged in and nothing leaves the machine. The shipped manifests are used unchanged.
+//!
+//! The fake "model" follows the task's text: each line `RUN <command>` is one shell tool call, in
+//! order, `{mur}` standing for the path the capsule's guide gives for `mur` — found in the
+//! request the CLI sent, so a call can only be made when the guide reached the model. Once every
+//! command ran it answers `DONE:` and each command's output; a task with no `RUN` line is
+//! answered `ANSWER(<first line>)`.
+//!
+//! A CLI that could not be installed fails these tests under `CI=true` and skips them otherwise
+//! (tests/support/clients.rs).
+
+#[path = "support/clients.rs"]
+mod clients;
+#[path = "support/fake_provider.rs"]
+mod fake_provider;
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use fake_provider::{anthropic, responses, Fake, Reply, Seen};
+use serde_json::{json, Value};
+use support::*;
+
+const LONG: Duration = Duration::from_secs(90);
+
+/// Where setup installed the two CLIs, when it could.
+fn clis() -> Option<PathBuf> {
+    let bin = clients::dir().join("clis/node_modules/.bin");
+    let present = bin.join("claude").is_file() && bin.join("codex").is_file();
+    clients::usable("agent-clis", present).then_some(bin)
+}
+
+fn shipped(path: &str) -> PathBuf {
+    repo_root().join("manifests").join(path)
+}
+
+/// The path the guide gives for `mur`, read from a request's text.
+fn guide_mur(body: &str) -> Option<String> {
+    let start = body.find("`mur` is ")? + "`mur` is ".len();
+    let len = body[start..].find(':')?;
+    Some(body[start..start + len].to_owned())
+}
+
+/// What the fake model decides from the task and the tool results it has seen.
+enum Turn {
+    Run(String),
+    Answer(String),
+}
+
+fn decide(task: &str, results: &[String], body: &Value) -> Turn {
+    let steps: Vec<&str> = task
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("RUN "))
+        .collect();
+    if let Some(step) = steps.get(results.len()) {
+        let mur =
+            guide_mur(&body.to_string()).unwrap_or_else(|| "NO-GUIDE-REACHED-THE-MODEL".into());
+        return Turn::Run(step.replace("{mur}", &mur));
+    }
+    if steps.is_empty() {
+        let first = task.lines().next().unwrap_or_default();
+        return Turn::Answer(format!("ANSWER({first})"));
+    }
+    Turn::Answer(format!("DONE: {}", results.join(" | ")))
+}
+
+/// Text of an Anthropic content value (a string or a list of blocks).
+fn block_text(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(blocks) => blocks
+            .iter()
+            .filter_map(|b| b["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
+/// The fake Anthropic model: the newest user text that is not a reminder is the task, and the
+/// tool results after it are its commands' outputs.
+fn claude_brain(seen: &Seen) -> Reply {
+    if seen.path.contains("count_tokens") {
+        return Reply::Status(200, vec![], json!({"input_tokens": 12}).to_string());
+    }
+    if !seen.path.starts_with("/v1/messages") {
+        return Reply::Status(404, vec![], "{}".into());
+    }
+    let (mut task, mut results) = (String::new(), Vec::new());
+    for m in seen.body["messages"].as_array().into_iter().flatten() {
+        if m["role"] != "user" {
+            continue;
+        }
+        let blocks = match &m["content"] {
+            Value::String(s) => vec![json!({"type": "text", "text": s})],
+            Value::Array(b) => b.clone(),
+            _ => vec![],
+        };
+        for b in blocks {
+            match b["type"].as_str() {
+                Some("tool_result") => results.push(block_text(&b["content"])),
+                Some("text") => {
+                    let text = b["text"].as_str().unwrap_or_default();
+                    if !text.trim_start().starts_with('<') {
+                        task = text.to_owned();
+                        results.clear();
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    let events = match decide(&task, &results, &seen.body) {
+        Turn::Run(command) => {
+            let input = json!({"command": command, "description": "run it"}).to_string();
+            // Each call its own id: Claude Code keys its history by them.
+            let id = format!("toolu_fake_{}", results.len());
+            anthropic::tool(&id, "Bash", &[&input], (20, 5))
+        }
+        Turn::Answer(text) => anthropic::text("", &[&text], "end_turn", (20, 5)),
+    };
+    if seen.body["stream"] == true {
+        Reply::Stream(events)
+    } else {
+        let text = match decide(&task, &results, &seen.body) {
+            Turn::Answer(t) | Turn::Run(t) => t,
+        };
+        let message = json!({"id": "msg_fake", "type": "message", "role": "assistant",
+            "model": "fake", "content": [{"type": "text", "text": text}],
+            "stop_reason": "end_turn", "stop_sequence": null,
+            "usage": {"input_tokens": 20, "output_tokens": 5}});
+        Reply::Status(200, vec![], message.to_string())
+    }
+}
+
+/// The fake Responses model: the newest user message that is not Codex's own context block is
+/// the task; `function_call_output` items after it are its commands' outputs.
+fn codex_brain(seen: &Seen) -> Reply {
+    if !seen.path.ends_with("/responses") {
+        return Reply::Status(404, vec![], "{}".into());
+    }
+    let (mut task, mut results) = (String::new(), Vec::new());
+    for item in seen.body["input"].as_array().into_iter().flatten() {
+        match item["type"].as_str() {
+            Some("function_call_output") => {
+                let out = &item["output"];
+                results.push(
+                    out.as_str()
+                        .map(str::to_owned)
+                        .unwrap_or_else(|| out.to_string()),
+                );
+            }
+            Some("message") if item["role"] == "user" => {
+                let text = block_text(&item["content"]);
+                if !text.trim_start().starts_with('<') {
+                    task = text;
+                    results.clear();
+                }
+            }
+            _ => {}
+        }
+    }
+    Reply::Stream(match decide(&task, &results, &seen.body) {
+        Turn::Run(command) => {
+            let args = json!({"cmd": command}).to_string();
+            let id = format!("call_fake_{}", results.len());
+            responses::function_call(&id, "exec_command", &args, (20, 5))
+        }
+        Turn::Answer(text) => responses::text(&[&text], (20, 5)),
+    })
+}
+
+/// A test's world: a home, both fakes, and the environment that points each CLI at its fake.
+struct World {
+    home: Home,
+    claude: Fake,
+    codex: Fake,
+    env: Vec<(&'static str, String)>,
+    /// The user's own Codex folder (its config names the fake provider).
+    user_codex: PathBuf,
+    /// The user's HOME: must hold no CLI state afterwards.
+    user_home: PathBuf,
+}
+
+impl World {
+    fn new(bin: &Path) -> World {
+        let home = Home::new();
+        let claude = Fake::start_with(claude_brain);
+        let codex = Fake::start_with(codex_brain);
+        let user_home = home.root.join("user");
+        let user_codex = user_home.join(".codex");
+        std::fs::create_dir_all(&user_codex).unwrap();
+        std::fs::write(
+            user_codex.join("config.toml"),
+            format!(
+                "model = \"gpt-5\"\nmodel_provider = \"fake\"\n\n[model_providers.fake]\nname = \
+                 \"fake\"\nbase_url = \"http://127.0.0.1:{}/v1\"\nwire_api = \"responses\"\n\
+                 env_key = \"FAKE_OPENAI_KEY\"\nstream_max_retries = 0\nrequest_max_retries = 0\n",
+                codex.port
+            ),
+        )
+        .unwrap();
+        let env = vec![
+            ("PATH", format!("{}:{}", bin.display(), search_path())),
+            ("HOME", user_home.display().to_string()),
+            ("CODEX_HOME", user_codex.display().to_string()),
+            ("FAKE_OPENAI_KEY", "sk-fake-openai".into()),
+            (
+                "ANTHROPIC_BASE_URL",
+                format!("http://127.0.0.1:{}", claude.port),
+            ),
+            ("ANTHROPIC_API_KEY", "sk-ant-fake".into()),
+            ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".into()),
+        ];
+        World {
+            home,
+            claude,
+            codex,
+            env,
+            user_codex,
+            user_home,
+        }
+    }
+
+    fn launch(&self, manifest: &Path) -> Launch {
+        Launch::start_env(&self.home, manifest, &[], &self.env)
+    }
+
+    /// The CLIs kept their state in the capsules' records: the user's folders hold none.
+    fn assert_user_state_untouched(&self) {
+        let mut left: Vec<String> = std::fs::read_dir(&self.user_codex)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(
+            left,
+            ["config.toml"],
+            "the user's Codex folder gained state"
+        );
+        for dot in [".claude", ".claude.json"] {
+            assert!(
+                !self.user_home.join(dot).exists(),
+                "Claude Code wrote {dot} into the user's home"
+            );
+        }
+    }
+}
+
+fn send(run: &Launch, text: &str, context: Option<&str>) -> String {
+    let mut params = message(text, true);
+    if let Some(c) = context {
+        params["message"]["contextId"] = json!(c);
+    }
+    let resp = run.rpc("SendMessage", params);
+    resp["result"]["task"]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no task started: {resp}"))
+        .to_owned()
+}
+
+fn answer_of(task: &Value) -> String {
+    task["artifacts"][0]["parts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p["text"].as_str())
+        .collect()
+}
+
+fn completed(run: &Launch, id: &str) -> Value {
+    let task = run.wait_task(id, LONG, |s| {
+        s.ends_with("COMPLETED") || s.ends_with("FAILED")
+    });
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task}");
+    task
+}
+
+/// Every request a fake saw whose text holds `needle`.
+fn requests_holding(fake: &Fake, needle: &str) -> usize {
+    fake.seen()
+        .iter()
+        .filter(|s| s.body.to_string().contains(needle))
+        .count()
+}
+
+/// Scenario 1: a task answered, then a second in the same context resumes the CLI's session —
+/// the fake sees the first turn in the second request.
+fn answer_and_resume(world: &World, manifest: &str, fake: &Fake) {
+    let run = world.launch(&shipped(manifest));
+    let first = completed(&run, &send(&run, "first question from the user", None));
+    assert_eq!(answer_of(&first), "ANSWER(first question from the user)");
+    let context = first["contextId"].as_str().unwrap().to_owned();
+    let second = completed(&run, &send(&run, "second question", Some(&context)));
+    assert_eq!(answer_of(&second), "ANSWER(second question)");
+    let resumed: Vec<Value> = world
+        .home
+        .trace(&run.session)
+        .into_iter()
+        .filter(|e| e["event_type"] == "harness_start")
+        .map(|e| e["session_mode"].clone())
+        .collect();
+    assert_eq!(resumed, [json!("new"), json!("resume")]);
+    let last = fake
+        .seen()
+        .into_iter()
+        .rev()
+        .find(|s| s.body.to_string().contains("second question"));
+    let last = last.expect("the fake saw the second task");
+    let text = last.body.to_string();
+    assert!(
+        text.contains("first question from the user") && text.contains("ANSWER(first question"),
+        "the resumed session carries the first turn: {text}"
+    );
+    drop(run);
+    assert_nothing_left(&world.home, LONG);
+}
+
+#[test]
+fn claude_code_answers_and_resumes_its_session() {
+    let Some(bin) = clis() else { return };
+    let world = World::new(&bin);
+    answer_and_resume(&world, "worker-claude-code.yaml", &world.claude);
+    // The guide went in as the system prompt, the task as the user's words.
+    assert!(requests_holding(&world.claude, "Murmur capsule guide") > 0);
+    world.assert_user_state_untouched();
+}
+
+#[test]
+fn codex_answers_and_resumes_its_thread() {
+    let Some(bin) = clis() else { return };
+    let world = World::new(&bin);
+    answer_and_resume(&world, "worker-codex.yaml", &world.codex);
+    // The guide reached Codex's model, as developer instructions.
+    let with_guide = world.codex.seen().into_iter().find(|s| {
+        s.body["input"].as_array().into_iter().flatten().any(|i| {
+            i["role"] == "developer" && block_text(&i["content"]).contains("Murmur capsule guide")
+        })
+    });
+    assert!(
+        with_guide.is_some(),
+        "no developer message carried the guide"
+    );
+    world.assert_user_state_untouched();
+}
+
+/// Scenario 2: the shipped split-agents formation — a Claude Code lead calls the Codex coder and
+/// the Claude Code reviewer with `mur call-member` through its shell tool, and its answer holds
+/// both members' answers.
+#[test]
+fn the_split_agents_formation_runs_on_the_real_clis() {
+    let Some(bin) = clis() else { return };
+    let world = World::new(&bin);
+    let task = "split this\nRUN {mur} call-member coder \"write the code\"\nRUN {mur} call-member reviewer \"review the code\"";
+    let mut child = world
+        .home
+        .mur()
+        .envs(world.env.iter().map(|(k, v)| (*k, v.as_str())))
+        .args(["run", "--manifest"])
+        .arg(shipped("split-agents/formation.yaml"))
+        .args(["--task", task])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + LONG;
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("mur run of split-agents did not end");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let out = std::io::read_to_string(child.stdout.take().unwrap()).unwrap();
+    let err = std::io::read_to_string(child.stderr.take().unwrap()).unwrap();
+    assert!(status.success(), "mur run failed: {out}\n{err}");
+    let answer = out.lines().last().unwrap_or_default();
+    assert_eq!(
+        answer, "DONE: ANSWER(write the code) | ANSWER(review the code)",
+        "{out}"
+    );
+    // Each member was reached by the lead's own shell tool, through the helper.
+    assert_eq!(requests_holding(&world.codex, "write the code"), 1);
+    world.assert_user_state_untouched();
+    assert_nothing_left(&world.home, LONG);
+}
+
+/// Scenario 2, led by Codex: the shipped coder (Codex) calls the shipped reviewer (Claude Code)
+/// from its `bash -lc` shell, where the login profile resets PATH — `mur` is reached by the path
+/// its guide gives, and runs outside Codex's own sandbox.
+#[test]
+fn a_codex_lead_reaches_its_member_from_a_login_shell() {
+    let Some(bin) = clis() else { return };
+    let world = World::new(&bin);
+    let formation = world.home.write(
+        "codex-led.yaml",
+        &format!(
+            "formation:\n  name: codex-led\n  version: \"0.1.0\"\n  entry: lead\n  members:\n    \
+             lead:\n      manifest: {}\n      calls: [reviewer]\n    reviewer:\n      manifest: \
+             {}\n",
+            shipped("split-agents/coder.yaml").display(),
+            shipped("split-agents/reviewer.yaml").display()
+        ),
+    );
+    let (run, _members) = Launch::start_formation_env(&world.home, &formation, &[], &world.env);
+    let token = world.home.operator_token(&run.session);
+    let resp = bearer_rpc(
+        run.port,
+        &token,
+        "SendMessage",
+        message(
+            "lead this\nRUN {mur} call-member reviewer \"check it\"",
+            true,
+        ),
+    );
+    let id = resp["result"]["task"]["id"].as_str().unwrap().to_owned();
+    let settled = || {
+        let t = bearer_rpc(run.port, &token, "GetTask", json!({"id": id}))["result"].clone();
+        let state = t["status"]["state"].as_str().unwrap_or_default().to_owned();
+        (state.ends_with("COMPLETED") || state.ends_with("FAILED")).then_some(t)
+    };
+    assert!(
+        wait_until(LONG, || settled().is_some()),
+        "the lead's task never settled"
+    );
+    let task = settled().unwrap();
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task}");
+    let answer = answer_of(&task);
+    assert!(answer.starts_with("DONE: "), "{answer}");
+    assert!(answer.contains("ANSWER(check it)"), "{answer}");
+    drop(run);
+    assert_nothing_left(&world.home, LONG);
+}
+
+/// Scenario 3: cancel while the shell tool runs a 30 s command: CANCELED within 2 s, no kill in
+/// the trace, and nothing of the task left in /proc. Answers the interrupts the trace names. The
+/// command reads a file of the work folder for 30 s: one both CLIs run at the shipped workers'
+/// `read` level (Claude Code refuses a bare `sleep` as a tool call).
+fn cancel_a_long_command(world: &World, manifest: &str) -> Vec<String> {
+    let run = world.launch(&shipped(manifest));
+    std::fs::write(world.home.work.join("log.txt"), "started\n").unwrap();
+    let id = send(&run, "RUN timeout 30 tail -f log.txt", None);
+    let sleeping = || {
+        processes_of(&world.home)
+            .into_iter()
+            .filter(|p| cmdline(*p).contains("tail -f log.txt"))
+            .count()
+    };
+    assert!(
+        wait_until(LONG, || sleeping() > 0),
+        "the shell tool never ran the command"
+    );
+    let asked = Instant::now();
+    let resp = run.rpc("CancelTask", json!({"id": id}));
+    assert_eq!(
+        resp["result"]["status"]["state"], "TASK_STATE_CANCELED",
+        "{resp}"
+    );
+    let harness_exit = || {
+        world
+            .home
+            .trace(&run.session)
+            .into_iter()
+            .find(|e| e["event_type"] == "harness_exit" && e["task_id"] == id.as_str())
+    };
+    assert!(wait_until(LONG, || harness_exit().is_some()));
+    let took = asked.elapsed();
+    let exit = harness_exit().unwrap();
+    assert_eq!(
+        (exit["cause"].as_str(), exit["killed"].as_bool()),
+        (Some("canceled"), Some(false)),
+        "{exit}"
+    );
+    assert!(
+        took < Duration::from_secs(2),
+        "the CLI took {took:?} to end"
+    );
+    assert_eq!(sleeping(), 0, "the command outlived its task");
+    let interrupts = world
+        .home
+        .trace(&run.session)
+        .into_iter()
+        .filter(|e| e["event_type"] == "harness_interrupt" && e["task_id"] == id.as_str())
+        .map(|e| e["interrupt"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    drop(run);
+    assert_nothing_left(&world.home, LONG);
+    interrupts
+}
+
+#[test]
+fn claude_code_cancel_ends_a_running_command_in_band() {
+    let Some(bin) = clis() else { return };
+    let world = World::new(&bin);
+    let interrupts = cancel_a_long_command(&world, "worker-claude-code.yaml");
+    assert_eq!(
+        interrupts,
+        ["control_request"],
+        "no SIGINT fallback was needed"
+    );
+}
+
+#[test]
+fn codex_cancel_ends_a_running_command_by_sigint() {
+    let Some(bin) = clis() else { return };
+    let world = World::new(&bin);
+    let interrupts = cancel_a_long_command(&world, "worker-codex.yaml");
+    assert_eq!(interrupts, ["sigint"]);
+}
+/// Scenario 4: a Codex member edits a file in its work folder when its manifest grants edits
+/// (the shipped coder: `permissions: edit`), and is refused when it does not (the shipped
+/// worker: the default, `read`).
+#[test]
+fn codex_edits_only_when_the_manifest_grants_it() {
+    let Some(bin) = clis() else { return };
+    let world = World::new(&bin);
+    let note = world.home.work.join("note.txt");
+    let task = format!("RUN echo edited > {}", note.display());
+
+    let refused = world.launch(&shipped("worker-codex.yaml"));
+    let done = completed(&refused, &send(&refused, &task, None));
+    assert!(!note.exists(), "a read-only Codex wrote {}", note.display());
+    assert!(
+        answer_of(&done).contains("Read-only file system"),
+        "{}",
+        answer_of(&done)
+    );
+    drop(refused);
+
+    let granted = world.launch(&shipped("split-agents/coder.yaml"));
+    completed(&granted, &send(&granted, &task, None));
+    assert_eq!(std::fs::read_to_string(&note).unwrap(), "edited\n");
+    drop(granted);
+    assert_nothing_left(&world.home, LONG);
+}
