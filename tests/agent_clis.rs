@@ -545,3 +545,62 @@ fn codex_edits_only_when_the_manifest_grants_it() {
     drop(granted);
     assert_nothing_left(&world.home, LONG);
 }
+
+/// `mur install` names each preset's CLI, its version, where it was found, and whether this
+/// release was tested with it — and warns on an untested major version.
+#[test]
+fn mur_install_names_each_cli_and_its_tested_version() {
+    let Some(bin) = clis() else { return };
+    let world = World::new(&bin);
+    let install = |path: String| {
+        let out = world
+            .home
+            .mur()
+            .env("PATH", path)
+            .args(["install", "--manifest"])
+            .arg(shipped("split-agents/formation.yaml"))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let lines = |out: &str| -> Vec<String> {
+        out.lines()
+            .filter(|l| !l.starts_with("containment:"))
+            .map(str::to_owned)
+            .collect()
+    };
+    let (claude, codex) = (bin.join("claude"), bin.join("codex"));
+    assert_eq!(
+        lines(&install(format!("{}:{}", bin.display(), search_path()))),
+        [
+            "member lead: lead 0.1.0".to_owned(),
+            format!("  ok       murmur/driver-claude-code 0.1.0: claude 2.1.332 at {} (tested with this release)", claude.display()),
+            "member coder: coder 0.1.0".to_owned(),
+            format!("  ok       murmur/driver-codex 0.1.0: codex 0.171.0 at {} (tested with this release)", codex.display()),
+            "member reviewer: reviewer 0.1.0".to_owned(),
+            format!("  ok       murmur/driver-claude-code 0.1.0: claude 2.1.332 at {} (tested with this release)", claude.display()),
+        ]
+    );
+    // Other versions of the CLIs: a newer minor is named, a new major is warned about.
+    let other = world.home.root.join("other-clis");
+    std::fs::create_dir_all(&other).unwrap();
+    for (name, says) in [
+        ("claude", "3.0.1 (Claude Code)"),
+        ("codex", "codex-cli 0.172.4"),
+    ] {
+        let script = other.join(name);
+        std::fs::write(&script, format!("#!/bin/sh\necho '{says}'\n")).unwrap();
+        let executable = std::os::unix::fs::PermissionsExt::from_mode(0o755);
+        std::fs::set_permissions(&script, executable).unwrap();
+    }
+    let out = install(format!("{}:{}", other.display(), search_path()));
+    assert_eq!(
+        lines(&out)[1..4],
+        [
+            format!("  ok       murmur/driver-claude-code 0.1.0: claude 3.0.1 at {} (warning: untested major version; this release was tested with claude 2.1.332, and its flags may differ (docs/agent-clis.md))", other.join("claude").display()),
+            "member coder: coder 0.1.0".to_owned(),
+            format!("  ok       murmur/driver-codex 0.1.0: codex 0.172.4 at {} (this release was tested with 0.171.0)", other.join("codex").display()),
+        ]
+    );
+}

@@ -135,3 +135,42 @@ pub fn terminate_group(pgid: i32, signal: Signal) {
 pub fn sweep() {
     tree::sweep_below(std::process::id() as i32, Duration::from_secs(5));
 }
+
+/// Runs `program ARGS` to its end and answers its stdout (`mur install` asks a CLI its
+/// version). A program still running after `bound` is killed: a probe never hangs the command.
+pub fn probe_output(
+    program: &std::path::Path,
+    args: &[&str],
+    bound: Duration,
+) -> Result<String, String> {
+    let mut child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot be run: {e}"))?;
+    let deadline = std::time::Instant::now() + bound;
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => {
+                let mut out = String::new();
+                if let Some(mut stdout) = child.stdout.take() {
+                    let _ = std::io::Read::read_to_string(&mut stdout, &mut out);
+                }
+                return match status.success() {
+                    true => Ok(out),
+                    false => Err(format!("exited with {status}")),
+                };
+            }
+            Ok(None) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(20))
+            }
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("gave no answer within {} s", bound.as_secs()));
+            }
+        }
+    }
+}

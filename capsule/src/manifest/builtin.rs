@@ -107,6 +107,16 @@ impl Builtin {
         }
     }
 
+    /// The CLI a preset drives, and the version of it this release was tested with (the table in
+    /// docs/agent-clis.md); `None` for the http drivers.
+    pub fn tested_cli(&self) -> Option<(&'static str, &'static str)> {
+        match self {
+            Builtin::ClaudeCode => Some(("claude", "2.1.332")),
+            Builtin::Codex => Some(("codex", "0.171.0")),
+            _ => None,
+        }
+    }
+
     /// The built-in names, comma-separated, for hints.
     pub fn names() -> String {
         Builtin::ALL.map(|b| b.name()).join(", ")

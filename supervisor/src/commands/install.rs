@@ -1,7 +1,8 @@
 //! `mur install [--manifest M]`: resolves the manifest's artifacts — built-in drivers, and the
 //! commands process drivers run (on PATH or by path) — reports what is missing, and says which
 //! containment (DESIGN §3) harness attempts will run in, and why. An http driver is built in;
-//! its gateway endpoint is checked to accept a connection. This release installs nothing
+//! its gateway endpoint is checked to accept a connection. A CLI preset's program is asked its
+//! version, which is compared with the one this release was tested with. This release installs nothing
 //! from a registry: what is missing is named with how to get it.
 
 use std::net::{TcpStream, ToSocketAddrs};
@@ -49,12 +50,58 @@ fn resolve(a: &Artifact) -> (String, bool) {
         );
     };
     match find_program(program) {
-        Some(path) => (format!("ok       {} {version}: {}", a.name, path.display()), true),
+        Some(path) => match a.builtin.and_then(|b| b.tested_cli()) {
+            Some(tested) => (cli_line(a, version, &path, tested), true),
+            None => (format!("ok       {} {version}: {}", a.name, path.display()), true),
+        },
         None => (
             format!("missing  {} {version}: {program} is not on PATH (install it, or give its path in process.command)", a.name),
             false,
         ),
     }
+}
+
+/// How long `mur install` waits for a CLI to print its version.
+const VERSION_WITHIN: Duration = Duration::from_secs(15);
+
+/// The line for a preset's CLI: its version, where it was found, and whether this release was
+/// tested with it (a warning when its major version differs from the tested one).
+fn cli_line(a: &Artifact, version: &str, path: &Path, (cli, tested): (&str, &str)) -> String {
+    let at = path.display();
+    let found = match crate::launch::probe_output(path, &["--version"], VERSION_WITHIN) {
+        Ok(out) => cli_version(&out),
+        Err(why) => return format!("ok       {} {version}: {cli} at {at}; its version could not be read ({cli} --version {why})", a.name),
+    };
+    let Some(found) = found else {
+        return format!(
+            "ok       {} {version}: {cli} at {at}; its version could not be read",
+            a.name
+        );
+    };
+    let major = |v: &str| v.split('.').next().unwrap_or_default().to_owned();
+    let verdict = if found == tested {
+        "tested with this release".to_owned()
+    } else if major(&found) == major(tested) {
+        format!("this release was tested with {tested}")
+    } else {
+        format!("warning: untested major version; this release was tested with {cli} {tested}, and its flags may differ (docs/agent-clis.md)")
+    };
+    format!(
+        "ok       {} {version}: {cli} {found} at {at} ({verdict})",
+        a.name
+    )
+}
+
+/// The first word of `--version` output shaped like a version (`2.1.332 (Claude Code)`,
+/// `codex-cli 0.171.0`).
+fn cli_version(out: &str) -> Option<String> {
+    out.split_whitespace()
+        .find(|w| {
+            w.split('.').count() >= 2
+                && w.split('.')
+                    .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
+        })
+        .map(str::to_owned)
 }
 
 /// How long `mur install` waits for an endpoint to accept a connection.
@@ -147,4 +194,22 @@ pub fn run(manifest_path: &Path) -> CliResult<i32> {
         ));
     }
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cli_version;
+
+    #[test]
+    fn versions_as_the_clis_print_them() {
+        assert_eq!(
+            cli_version("2.1.332 (Claude Code)\n").as_deref(),
+            Some("2.1.332")
+        );
+        assert_eq!(
+            cli_version("codex-cli 0.171.0\n").as_deref(),
+            Some("0.171.0")
+        );
+        assert_eq!(cli_version("codex-cli dev\n"), None);
+    }
 }
