@@ -320,6 +320,10 @@ fn answer_and_resume(world: &World, manifest: &str, fake: &Fake) {
         text.contains("first question from the user") && text.contains("ANSWER(first question"),
         "the resumed session carries the first turn: {text}"
     );
+    // The CLI kept that session in the capsule's records.
+    let state = world.home.records(&run.session).join("harness-state");
+    let kept = std::fs::read_dir(&state).map(|d| d.count()).unwrap_or(0);
+    assert!(kept > 0, "{} holds nothing", state.display());
     drop(run);
     assert_nothing_left(&world.home, LONG);
 }
