@@ -255,6 +255,32 @@ impl World {
     }
 }
 
+/// Runs `cmd` (a `mur run --task`) to its end, bounded: (status, stdout, stderr).
+fn run_to_end(mut cmd: std::process::Command) -> (std::process::ExitStatus, String, String) {
+    let mut child = cmd
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let out = std::thread::spawn(move || std::io::read_to_string(&mut out).unwrap_or_default());
+    let err = std::thread::spawn(move || std::io::read_to_string(&mut err).unwrap_or_default());
+    let deadline = Instant::now() + LONG;
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("mur run did not end within {LONG:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    (status, out.join().unwrap(), err.join().unwrap())
+}
+
 fn send(run: &Launch, text: &str, context: Option<&str>) -> String {
     let mut params = message(text, true);
     if let Some(c) = context {
@@ -364,31 +390,12 @@ fn the_split_agents_formation_runs_on_the_real_clis() {
     let Some(bin) = clis() else { return };
     let world = World::new(&bin);
     let task = "split this\nRUN {mur} call-member coder \"write the code\"\nRUN {mur} call-member reviewer \"review the code\"";
-    let mut child = world
-        .home
-        .mur()
-        .envs(world.env.iter().map(|(k, v)| (*k, v.as_str())))
+    let mut cmd = world.home.mur();
+    cmd.envs(world.env.iter().map(|(k, v)| (*k, v.as_str())))
         .args(["run", "--manifest"])
         .arg(shipped("split-agents/formation.yaml"))
-        .args(["--task", task])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + LONG;
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("mur run of split-agents did not end");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let out = std::io::read_to_string(child.stdout.take().unwrap()).unwrap();
-    let err = std::io::read_to_string(child.stderr.take().unwrap()).unwrap();
+        .args(["--task", task]);
+    let (status, out, err) = run_to_end(cmd);
     assert!(status.success(), "mur run failed: {out}\n{err}");
     let answer = out.lines().last().unwrap_or_default();
     assert_eq!(
@@ -607,4 +614,59 @@ fn mur_install_names_each_cli_and_its_tested_version() {
             format!("  ok       murmur/driver-codex 0.1.0: codex 0.172.4 at {} (this release was tested with 0.171.0)", other.join("codex").display()),
         ]
     );
+}
+
+/// docs/agent-clis.md's offline run, as written there: `scripts/demo/fake_models.py` stands in
+/// for both providers, and the shipped split-agents formation answers with both members' words.
+#[test]
+fn the_documented_offline_run_of_split_agents_works() {
+    let Some(bin) = clis() else { return };
+    let home = Home::new();
+    let mut fake = std::process::Command::new("python3")
+        .arg(repo_root().join("scripts/demo/fake_models.py"))
+        .arg("0")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    let mut out = std::io::BufReader::new(fake.stdout.take().unwrap());
+    std::io::BufRead::read_line(&mut out, &mut first).unwrap();
+    let base = first
+        .split_whitespace()
+        .find(|w| w.starts_with("http://127.0.0.1:"))
+        .unwrap_or_else(|| panic!("the fake named no address: {first:?}"))
+        .to_owned();
+    let codex_home = home.root.join("demo-codex");
+    std::fs::create_dir_all(&codex_home).unwrap();
+    std::fs::write(
+        codex_home.join("config.toml"),
+        format!(
+            "model = \"gpt-5\"\nmodel_provider = \"demo\"\n[model_providers.demo]\nname = \
+             \"demo\"\nbase_url = \"{base}/v1\"\nwire_api = \"responses\"\nenv_key = \
+             \"DEMO_KEY\"\n"
+        ),
+    )
+    .unwrap();
+    let task = "Split this.\nRUN {mur} call-member coder \"write a function that adds two numbers\"\nRUN {mur} call-member reviewer \"review that function\"";
+    let mut cmd = home.mur();
+    cmd.env("PATH", format!("{}:{}", bin.display(), search_path()))
+        .env("HOME", home.root.join("user"))
+        .env("CODEX_HOME", &codex_home)
+        .env("DEMO_KEY", "unused")
+        .env("ANTHROPIC_BASE_URL", &base)
+        .env("ANTHROPIC_API_KEY", "unused")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .args(["run", "--manifest"])
+        .arg(shipped("split-agents/formation.yaml"))
+        .args(["--task", task]);
+    let (status, stdout, stderr) = run_to_end(cmd);
+    let _ = fake.kill();
+    let _ = fake.wait();
+    assert!(status.success(), "{stdout}\n{stderr}");
+    assert_eq!(
+        stdout.lines().last(),
+        Some("DONE: ANSWER(write a function that adds two numbers) | ANSWER(review that function)"),
+        "{stdout}"
+    );
+    assert_nothing_left(&home, LONG);
 }

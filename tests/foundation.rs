@@ -837,9 +837,32 @@ fn the_claude_code_worker_drives_claude_as_its_preset_says() {
         calls[0][7], "# Murmur capsule guide",
         "the guide rides as the system prompt"
     );
-    assert_eq!(calls[0][8..], ["--model", "claude-sonnet-5"]);
+    // The manifest's harness level (read, the default) as Claude Code's own flags: murmur's
+    // helpers allowed by the full path the guide writes and by name.
+    let mur = mur_bin();
+    let helpers = [
+        "call-member",
+        "delegate-task",
+        "send-message",
+        "request-input",
+        "end-without-answer",
+    ];
+    let allowed: Vec<String> = ["mur", mur]
+        .iter()
+        .flat_map(|name| helpers.iter().map(move |h| format!("Bash({name} {h}:*)")))
+        .collect();
+    let allowed = allowed.join(",");
+    let level = [
+        "--permission-mode",
+        "default",
+        "--allowedTools",
+        allowed.as_str(),
+    ];
+    assert_eq!(calls[0][8..12], level);
+    assert_eq!(calls[0][12..], ["--model", "claude-sonnet-5"]);
+    assert_eq!(calls[1][8..12], level);
     assert_eq!(
-        calls[1][8..],
+        calls[1][12..],
         ["--model", "claude-sonnet-5", "--resume", session.as_str()]
     );
 }

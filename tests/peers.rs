@@ -290,8 +290,12 @@ fn call_member_outside_a_formation_is_refused_naming_why() {
     );
     // The guide a harness reads says so too.
     let guide = std::fs::read_to_string(home.records(&run.session).join("guide.md")).unwrap();
+    // Every helper line names `mur` by its full path (a login shell may not find it by name).
     assert!(
-        guide.contains("`mur call-member [--timeout SECS] NAME TEXT`"),
+        guide.contains(&format!(
+            "`{} call-member [--timeout SECS] NAME TEXT`",
+            mur_bin()
+        )),
         "{guide}"
     );
     assert!(guide.ends_with("Members you may call: none.\n"), "{guide}");

@@ -133,6 +133,8 @@ class Handler(BaseHTTPRequestHandler):
 
 
 if __name__ == "__main__":
-    port = int(sys.argv[1]) if len(sys.argv) > 1 else 8765
+    server = ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1]) if len(sys.argv) > 1 else 8765), Handler)
+    # Port 0 asks the OS for one: the line names the port it gave.
+    port = server.server_address[1]
     print(f"fake models on http://127.0.0.1:{port} (Anthropic Messages and OpenAI Responses)", flush=True)
-    ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
+    server.serve_forever()

@@ -48,8 +48,9 @@ pub fn prepare(
     }
 }
 
-/// The names `mur` may be run by: the bare name (found on PATH) and the absolute path the guide
-/// gives for shells whose PATH was reset.
+/// The names `mur` may be run by under Claude Code: the full path the guide writes, and the bare
+/// name its shell finds first on PATH (`mur`'s folder; Claude Code asks before any command that
+/// changes PATH).
 fn mur_names(mur: &Path) -> Vec<String> {
     let mut names = vec!["mur".to_owned()];
     let full = mur.to_string_lossy().into_owned();
@@ -113,6 +114,8 @@ fn claude_code(
 /// socket (so a helper could not reach the capsule's door), `workspace-write` allows writes in
 /// the work folder. murmur's helpers, and the manifest's `allow_commands`, run outside that
 /// sandbox through an execpolicy rule in the state folder — still inside murmur's containment.
+/// The rule names `mur` by its full path only: a rule for the bare name would let out whatever
+/// program the agent could put first on PATH.
 fn codex(policy: &HarnessPolicy, mur: &Path, state: Option<PathBuf>) -> std::io::Result<Prepared> {
     let sandbox = match policy.permissions {
         Permissions::Read => "read-only",
@@ -143,13 +146,11 @@ fn codex_rules(policy: &HarnessPolicy, mur: &Path) -> String {
     let quoted = |w: &str| serde_json::Value::from(w).to_string();
     let helpers: Vec<String> = HELPERS.iter().map(|h| quoted(h)).collect();
     let mut out = String::from("# Written by murmur for this capsule: its helpers, and the manifest's harness.allow_commands.\n");
-    for name in mur_names(mur) {
-        out.push_str(&format!(
-            "prefix_rule(pattern = [{}, [{}]], decision = \"allow\")\n",
-            quoted(&name),
-            helpers.join(", ")
-        ));
-    }
+    out.push_str(&format!(
+        "prefix_rule(pattern = [{}, [{}]], decision = \"allow\")\n",
+        quoted(&mur.to_string_lossy()),
+        helpers.join(", ")
+    ));
     for words in &policy.allow_commands {
         let words: Vec<String> = words.iter().map(|w| quoted(w)).collect();
         out.push_str(&format!(
@@ -253,7 +254,6 @@ mod tests {
         assert_eq!(
             codex_rules(&policy(Permissions::Read, &["cargo test"]), mur),
             "# Written by murmur for this capsule: its helpers, and the manifest's harness.allow_commands.\n\
-             prefix_rule(pattern = [\"mur\", [\"call-member\", \"delegate-task\", \"send-message\", \"request-input\", \"end-without-answer\"]], decision = \"allow\")\n\
              prefix_rule(pattern = [\"/opt/m/mur\", [\"call-member\", \"delegate-task\", \"send-message\", \"request-input\", \"end-without-answer\"]], decision = \"allow\")\n\
              prefix_rule(pattern = [\"cargo\", \"test\"], decision = \"allow\")\n"
         );
