@@ -81,42 +81,15 @@ def install_python_sdk() -> None:
     available("a2a-sdk", started, True)
 
 
-def install_js_sdk() -> None:
-    """The official JavaScript SDK, from the committed lock file, into CLIENTS/js."""
+def npm_ci(client: str, source: Path, dest: Path, pins: list) -> bool:
+    """`npm ci` of source's package.json and lock into dest, unless every (package, version) of
+    `pins` is already there from the same lock. Answers whether it is usable; a failure is
+    recorded under `client` (see `unavailable`)."""
     started = time.monotonic()
-    dest = CLIENTS / "js"
-    source = ROOT / "tests" / "interop" / "js"
-    manifest = dest / "node_modules" / "@a2a-js" / "sdk" / "package.json"
-    lock = source / "package-lock.json"
-    try:
-        if (manifest.exists() and json.loads(manifest.read_text())["version"] == JS_SDK[1]
-                and (dest / "package-lock.json").read_bytes() == lock.read_bytes()):
-            return available("a2a-js-sdk", started, False)
-    except (OSError, ValueError, KeyError):
-        pass
-    if shutil.which("node") is None or shutil.which("npm") is None:
-        return unavailable("a2a-js-sdk", "node and npm are not on PATH (install Node.js 20 or newer)")
-    dest.mkdir(parents=True, exist_ok=True)
-    for name in ("package.json", "package-lock.json"):
-        shutil.copyfile(source / name, dest / name)
-    why = run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=dest)
-    if why:
-        return unavailable("a2a-js-sdk", why)
-    available("a2a-js-sdk", started, True)
-
-
-AGENT_CLIS = {"claude": ("@anthropic-ai/claude-code", "2.1.332"), "codex": ("@openai/codex", "0.171.0")}
-
-
-def install_agent_clis() -> None:
-    """Claude Code and Codex, pinned by tests/clis/package-lock.json, into CLIENTS/clis."""
-    started = time.monotonic()
-    dest = CLIENTS / "clis"
-    source = ROOT / "tests" / "clis"
     lock = source / "package-lock.json"
 
     def pinned() -> bool:
-        for package, version in AGENT_CLIS.values():
+        for package, version in pins:
             manifest = dest / "node_modules" / package / "package.json"
             if json.loads(manifest.read_text())["version"] != version:
                 return False
@@ -124,22 +97,42 @@ def install_agent_clis() -> None:
 
     try:
         if pinned():
-            return available("agent-clis", started, False)
+            available(client, started, False)
+            return True
     except (OSError, ValueError, KeyError):
         pass
     if shutil.which("node") is None or shutil.which("npm") is None:
-        return unavailable("agent-clis", "node and npm are not on PATH (install Node.js 20 or newer)")
+        unavailable(client, "node and npm are not on PATH (install Node.js 20 or newer)")
+        return False
     dest.mkdir(parents=True, exist_ok=True)
     for name in ("package.json", "package-lock.json"):
         shutil.copyfile(source / name, dest / name)
     why = run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=dest)
     if why:
-        return unavailable("agent-clis", why)
+        unavailable(client, why)
+        return False
+    available(client, started, True)
+    return True
+
+
+def install_js_sdk() -> None:
+    """The official JavaScript SDK, from the committed lock file, into CLIENTS/js."""
+    npm_ci("a2a-js-sdk", ROOT / "tests" / "interop" / "js", CLIENTS / "js", [JS_SDK])
+
+
+AGENT_CLIS = {"claude": ("@anthropic-ai/claude-code", "2.1.332"), "codex": ("@openai/codex", "0.171.0")}
+
+
+def install_agent_clis() -> None:
+    """Claude Code and Codex, pinned by tests/clis/package-lock.json, into CLIENTS/clis; each must
+    then answer --version."""
+    dest = CLIENTS / "clis"
+    if not npm_ci("agent-clis", ROOT / "tests" / "clis", dest, list(AGENT_CLIS.values())):
+        return
     for cli in AGENT_CLIS:
         why = run([dest / "node_modules" / ".bin" / cli, "--version"])
         if why:
             return unavailable("agent-clis", why)
-    available("agent-clis", started, True)
 
 
 def install_a2acli() -> None:
