@@ -437,7 +437,7 @@ fn mur_install_names_the_containment(mode: &str) {
         .find(|l| l.starts_with("containment: "))
         .unwrap();
     let expected = match mode {
-        "namespaces" => "containment: namespaces (the kernel grants unprivileged user, PID and mount namespaces)",
+        "namespaces" => "containment: namespaces (the kernel grants unprivileged user, PID, mount and network namespaces)",
         _ => "containment: fallback (MURMUR_CONTAINMENT=fallback asks for it)",
     };
     assert_eq!(line, expected);

@@ -9,6 +9,7 @@ pub mod auth;
 pub mod clock;
 pub mod delegation;
 pub mod door;
+pub mod egress;
 pub mod errands;
 pub mod harness;
 pub mod ids;

@@ -22,6 +22,7 @@ use tokio::sync::{mpsc, watch};
 pub use dialect::Transcript;
 pub use sessions::HarnessSessions;
 
+use crate::egress::Grant;
 use crate::ids::TaskId;
 use crate::manifest::{
     InputDialect, Interrupt, Manifest, OutputDialect, ProcessDriver, PromptMode,
@@ -135,7 +136,7 @@ fn expand(arg: &str, a: &Attempt, guide_text: &str) -> String {
     out
 }
 
-fn build_spec(session: &Session, d: &Driver, a: &Attempt) -> Option<Spec> {
+fn build_spec(session: &Session, d: &Driver, a: &Attempt, grant: &Grant) -> Option<Spec> {
     let wants_text = |c: &String| c.contains("{guide_text}") || c.contains("{guide_toml}");
     let guide_text = if d.command.iter().any(wants_text) {
         std::fs::read_to_string(a.guide).unwrap_or_default()
@@ -185,20 +186,22 @@ fn build_spec(session: &Session, d: &Driver, a: &Attempt) -> Option<Spec> {
         cwd: session.workdir.clone(),
         env,
         env_remove,
+        jail: Some(grant.ports()),
     })
 }
 
 /// Runs one attempt to its end, and everything it started with it. Traces harness_start,
 /// harness_interrupt and harness_exit.
 pub async fn run(
-    session: &Session,
+    session: &Arc<Session>,
     d: &Driver,
     containment: &Containment,
     a: &Attempt<'_>,
     mut canceled: watch::Receiver<bool>,
     mut wind_down: watch::Receiver<bool>,
 ) -> Ending {
-    let Some(spec) = build_spec(session, d, a) else {
+    let grant = Grant::of(session, &d.preset.egress);
+    let Some(spec) = build_spec(session, d, a, &grant) else {
         return Ending::SpawnFailed("the driver's command is empty".into());
     };
     let program = spec.program.clone();
@@ -208,6 +211,8 @@ pub async fn run(
             return Ending::SpawnFailed(format!("the harness {program} could not start: {e}"))
         }
     };
+    // In namespace mode the attempt's only ways out, served until it ends (dropped below).
+    let exits = crate::egress::serve(session, a.task_id, &grant, harness.ways_out().await);
     let pid = harness.pid;
     let started = Instant::now();
     session.trace.event(TraceEvent::HarnessStart {
@@ -284,6 +289,7 @@ pub async fn run(
         }
     };
     drop(stdin);
+    drop(exits);
     let _ = ended_tx.send(true);
     let transcript = joined(stdout).await;
     let stderr_tail = joined(stderr).await;

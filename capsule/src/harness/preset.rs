@@ -27,6 +27,9 @@ pub struct Prepared {
     /// Flags that go right after the preset's command, before the model and resume arguments.
     pub args: Vec<String>,
     pub env: Vec<(String, OsString)>,
+    /// Where the CLI itself must reach (its provider's API), as allow-list entries: the jail's
+    /// egress proxy admits them beside the manifest's allow list.
+    pub egress: Vec<String>,
 }
 
 /// Maps `policy` to `preset`'s flags, and makes its state folder (seeded from the user's own
@@ -99,6 +102,10 @@ fn claude_code(
         seed(&dir, user.as_deref(), &[], &[".credentials.json"])?;
         env.push(("CLAUDE_CONFIG_DIR".to_owned(), dir.into_os_string()));
     }
+    let endpoint = std::env::var("ANTHROPIC_BASE_URL")
+        .ok()
+        .filter(|u| !u.trim().is_empty())
+        .unwrap_or_else(|| "https://api.anthropic.com".into());
     Ok(Prepared {
         args: vec![
             "--permission-mode".into(),
@@ -107,6 +114,7 @@ fn claude_code(
             tools.join(","),
         ],
         env,
+        egress: vec![crate::policy::shown(&endpoint)],
     })
 }
 
@@ -123,8 +131,12 @@ fn codex(policy: &HarnessPolicy, mur: &Path, state: Option<PathBuf>) -> std::io:
         Permissions::Full => "danger-full-access",
     };
     let mut env = Vec::new();
+    let user = user_folder("CODEX_HOME", ".codex");
+    let config = state
+        .as_deref()
+        .or(user.as_deref())
+        .map(|d| d.join("config.toml"));
     if let Some(dir) = state {
-        let user = user_folder("CODEX_HOME", ".codex");
         seed(&dir, user.as_deref(), &["config.toml"], &["auth.json"])?;
         let rules = dir.join("rules");
         crate::private::create_dir_all(&rules)?;
@@ -134,10 +146,29 @@ fn codex(policy: &HarnessPolicy, mur: &Path, state: Option<PathBuf>) -> std::io:
         )?;
         env.push(("CODEX_HOME".to_owned(), dir.into_os_string()));
     }
+    let endpoint = config
+        .and_then(|c| std::fs::read_to_string(c).ok())
+        .and_then(|text| codex_base_url(&text))
+        .or_else(|| std::env::var("OPENAI_BASE_URL").ok())
+        .unwrap_or_else(|| "https://api.openai.com".into());
     Ok(Prepared {
         args: vec!["--sandbox".into(), sandbox.into()],
         env,
+        egress: vec![crate::policy::shown(&endpoint)],
     })
+}
+
+/// The `base_url` of the model provider a Codex `config.toml` selects (`model_provider`, whose
+/// entry is under `[model_providers.<name>]`); `None` for Codex's own default provider.
+fn codex_base_url(config: &str) -> Option<String> {
+    let value: toml::Value = toml::from_str(config).ok()?;
+    let provider = value.get("model_provider")?.as_str()?;
+    value
+        .get("model_providers")?
+        .get(provider)?
+        .get("base_url")?
+        .as_str()
+        .map(str::to_owned)
 }
 
 /// Codex execpolicy rules (Starlark): each `prefix_rule` lets commands starting with its words
@@ -257,6 +288,17 @@ mod tests {
              prefix_rule(pattern = [\"/opt/m/mur\", [\"call-member\", \"delegate-task\", \"send-message\", \"request-input\", \"end-without-answer\"]], decision = \"allow\")\n\
              prefix_rule(pattern = [\"cargo\", \"test\"], decision = \"allow\")\n"
         );
+    }
+
+    #[test]
+    fn codex_reaches_the_provider_its_config_selects() {
+        let config = "model = \"m\"\nmodel_provider = \"local\"\n[model_providers.local]\nbase_url = \"http://127.0.0.1:8765/v1\"\n";
+        assert_eq!(
+            codex_base_url(config).as_deref(),
+            Some("http://127.0.0.1:8765/v1")
+        );
+        assert_eq!(codex_base_url("model = \"m\"\n"), None);
+        assert_eq!(codex_base_url("not toml ["), None);
     }
 
     #[test]

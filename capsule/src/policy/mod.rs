@@ -74,6 +74,17 @@ pub fn gateway(url: &str) -> Result<Allowed, Refusal> {
         })
 }
 
+/// The capsule's own door (`http://localhost:PORT`), which a jailed harness reaches through a
+/// port forwarded into its namespace: its helpers' one way to the capsule, on no allow list.
+pub fn own_door(url: &str) -> Result<Allowed, Refusal> {
+    Target::parse(url)
+        .map(|target| Allowed { target })
+        .map_err(|why| Refusal {
+            destination: url.to_owned(),
+            reason: format!("the capsule's own door is not an address: {why}"),
+        })
+}
+
 /// Checks `url` against `allow` (entries as written; an entry that does not parse allows
 /// nothing). Answers the destination [`dial`] may connect to, or why not.
 pub fn check(allow: &[String], url: &str) -> Result<Allowed, Refusal> {

@@ -29,6 +29,9 @@ pub struct Spec {
     pub env: Vec<(String, OsString)>,
     /// Taken out of the program's environment.
     pub env_remove: Vec<&'static str>,
+    /// In namespace mode, jail the program's network: these loopback ports are forwarded into
+    /// its namespace (`Contained::ways_out` hands over their listeners and the proxy's).
+    pub jail: Option<Vec<u16>>,
 }
 
 /// How the contained program ended.
@@ -51,6 +54,8 @@ pub struct Contained {
     pub stdout: Option<ChildStdout>,
     pub stderr: Option<ChildStderr>,
     status: Option<tokio::task::JoinHandle<String>>,
+    /// The capsule's end of the socket a jailed keeper hands its listeners over.
+    jail: Option<OwnedFd>,
 }
 
 impl Contained {
@@ -66,8 +71,21 @@ impl Contained {
     /// is why no code runs between fork and exec here; the keeper does that setup itself.
     pub fn spawn(mur: &Path, containment: &Containment, spec: Spec) -> std::io::Result<Contained> {
         let (status_r, status_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+        let namespaces = containment.mode == Mode::Namespaces;
+        let jail = match (&spec.jail, namespaces) {
+            (Some(_), true) => Some(nix::sys::socket::socketpair(
+                nix::sys::socket::AddressFamily::Unix,
+                nix::sys::socket::SockType::SeqPacket,
+                None,
+                nix::sys::socket::SockFlag::SOCK_CLOEXEC,
+            )?),
+            _ => None,
+        };
         let keeper_args = KeeperArgs {
-            namespaces: containment.mode == Mode::Namespaces,
+            namespaces,
+            net: jail.is_some(),
+            forward: spec.jail.clone().filter(|_| namespaces).unwrap_or_default(),
+            jail_fd: jail.as_ref().map(|(_, theirs)| theirs.as_raw_fd()),
             probe: false,
             hide: containment.hidden.clone(),
             status_fd: Some(status_w.as_raw_fd()),
@@ -91,11 +109,19 @@ impl Contained {
         // The keeper inherits the status pipe's write end: close-on-exec is lifted for this
         // spawn only (no other spawn runs meanwhile: `spawning`), and this process's copy is
         // closed right after.
+        let (jail, theirs) = match jail {
+            Some((ours, theirs)) => (Some(ours), Some(theirs)),
+            None => (None, None),
+        };
         let keeper = {
             let _alone = super::spawning();
             inheritable(&status_w)?;
+            if let Some(fd) = &theirs {
+                inheritable(fd)?;
+            }
             let keeper = tokio::process::Command::from(cmd).spawn();
             drop(status_w);
+            drop(theirs);
             keeper
         };
         let mut keeper = keeper?;
@@ -112,7 +138,23 @@ impl Contained {
             keeper,
             pid,
             status: Some(status),
+            jail,
         })
+    }
+
+    /// A jailed program's ways out of its network namespace, as its keeper bound them inside:
+    /// each listener with the loopback port it stands for (0: the egress proxy). Empty when the
+    /// program is not jailed, or its keeper failed before handing them over (it says why on
+    /// its status line).
+    pub async fn ways_out(&mut self) -> Vec<(u16, std::net::TcpListener)> {
+        let Some(sock) = self.jail.take() else {
+            return Vec::new();
+        };
+        tokio::task::spawn_blocking(move || super::netns::recv_listeners(&sock))
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .unwrap_or_default()
     }
 
     /// Forwards SIGINT to the program's process group.

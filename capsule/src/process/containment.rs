@@ -18,8 +18,9 @@ pub const ENV: &str = "MURMUR_CONTAINMENT";
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
-    /// Own user, PID and mount namespaces under a murmur init: the kernel ends the attempt's
-    /// whole tree when the init ends, and token files are not visible.
+    /// Own user, PID, mount and network namespaces under a murmur init: the kernel ends the
+    /// attempt's whole tree when the init ends, token files are not visible, and the network
+    /// is loopback only, its ways out held by the capsule (the jail, DESIGN §8).
     Namespaces,
     /// The keeper is a child subreaper with a parent-death signal, and sweeps /proc at the
     /// attempt's end.
@@ -85,7 +86,8 @@ impl Containment {
         match probe(mur, &hidden) {
             Ok(()) => Ok(Containment {
                 mode: Mode::Namespaces,
-                reason: "the kernel grants unprivileged user, PID and mount namespaces".into(),
+                reason: "the kernel grants unprivileged user, PID, mount and network namespaces"
+                    .into(),
                 hidden,
             }),
             Err(why) if wanted == Wanted::Namespaces => Err(format!(
@@ -103,6 +105,9 @@ impl Containment {
 fn probe(mur: &Path, hidden: &[PathBuf]) -> Result<(), String> {
     let args = KeeperArgs {
         namespaces: true,
+        net: true,
+        forward: Vec::new(),
+        jail_fd: None,
         probe: true,
         hide: hidden.to_vec(),
         status_fd: None,

@@ -1,7 +1,9 @@
 //! `mur __contain`: the keeper of one harness attempt, `mur` re-executed by the capsule. In
 //! namespace mode it enters a new user namespace (mapping the user's own uid and gid), mount
-//! namespace (the running-capsule records hidden under an empty read-only tmpfs) and PID
-//! namespace, and forks the namespace's init; the init mounts a /proc of its own, starts the
+//! namespace (the running-capsule records hidden under an empty read-only tmpfs; a hide whose
+//! target is missing refuses the attempt), PID namespace and, for a jailed attempt, network
+//! namespace (only loopback, its ways out handed to the capsule: `netns`), and forks the
+//! namespace's init; the init mounts a /proc of its own, starts the
 //! harness, forwards the interrupt to the harness's group and reaps. When the init ends the
 //! kernel ends everything in the namespace, however it detached. In fallback mode the keeper is
 //! itself that init, as a child subreaper that sweeps /proc before it exits.
@@ -13,6 +15,7 @@ use std::ffi::OsString;
 use std::fs::File;
 use std::io::Write;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
@@ -39,6 +42,12 @@ const SWEEP_LIMIT: Duration = Duration::from_secs(5);
 #[derive(Clone, Debug, Default)]
 pub struct KeeperArgs {
     pub namespaces: bool,
+    /// A network namespace of its own (namespace mode): the jail's network wall.
+    pub net: bool,
+    /// Loopback ports forwarded into the network namespace (the capsule's door first).
+    pub forward: Vec<u16>,
+    /// The unix socket the jail's listeners go to the capsule on (`netns::send_listeners`).
+    pub jail_fd: Option<RawFd>,
     /// Set up the namespaces, then end without running anything (containment::detect).
     pub probe: bool,
     pub hide: Vec<PathBuf>,
@@ -62,6 +71,17 @@ impl KeeperArgs {
         }
         if self.probe {
             out.push("--probe".into());
+        }
+        if self.net {
+            out.push("--net".into());
+        }
+        for port in &self.forward {
+            out.push("--forward".into());
+            out.push(port.to_string().into());
+        }
+        if let Some(fd) = self.jail_fd {
+            out.push("--jail-fd".into());
+            out.push(fd.to_string().into());
         }
         for dir in &self.hide {
             out.push("--hide".into());
@@ -90,6 +110,13 @@ impl KeeperArgs {
             match arg.to_str() {
                 Some("--namespaces") => k.namespaces = true,
                 Some("--probe") => k.probe = true,
+                Some("--net") => k.net = true,
+                Some("--forward") => {
+                    let port = number(args.next(), "--forward")?;
+                    k.forward
+                        .push(u16::try_from(port).map_err(|_| "--forward needs a port")?);
+                }
+                Some("--jail-fd") => k.jail_fd = Some(number(args.next(), "--jail-fd")?),
                 Some("--hide") => {
                     let dir = args.next().ok_or("--hide needs a folder")?;
                     k.hide.push(dir.into());
@@ -227,22 +254,52 @@ pub fn main(args: impl Iterator<Item = OsString>) -> i32 {
     }
     if !args.namespaces {
         become_subreaper();
-        return supervise(&args, &mut status, Ending::Sweep);
+        return supervise(&args, &mut status, Ending::Sweep, None);
     }
-    if let Err(why) = enter_namespaces(&args.hide) {
-        eprintln!("{why}");
-        report(&mut status, Report::SetupFailed(why));
-        return SETUP_FAILED;
-    }
-    keep_init(&args, status)
+    let jail = enter_namespaces(&args.hide, args.net).and_then(|()| open_ways_out(&args));
+    let proxy = match jail {
+        Ok(proxy) => proxy,
+        Err(why) => {
+            eprintln!("{why}");
+            report(&mut status, Report::SetupFailed(why));
+            return SETUP_FAILED;
+        }
+    };
+    keep_init(&args, status, proxy)
 }
 
-/// Enters new user, mount and PID namespaces (the PID namespace takes effect for the children)
-/// and hides `hide` under empty read-only tmpfs mounts.
-fn enter_namespaces(hide: &[PathBuf]) -> Result<(), String> {
+/// In a jailed attempt's network namespace: loopback up, then the proxy and the forwarded
+/// ports bound there and handed to the capsule. Answers the proxy's port (`None` unjailed).
+fn open_ways_out(args: &KeeperArgs) -> Result<Option<u16>, String> {
+    if !args.net {
+        return Ok(None);
+    }
+    super::netns::loopback_up()?;
+    let Some(sock) = args.jail_fd else {
+        return Ok(None);
+    };
+    let (proxy, listeners) = super::netns::bind_listeners(&args.forward)?;
+    super::netns::send_listeners(sock, &listeners)?;
+    // The capsule holds them now; this process's copies close here.
+    drop(listeners);
+    // SAFETY: the capsule handed this descriptor over for this one message.
+    unsafe { libc::close(sock) };
+    Ok(Some(proxy))
+}
+
+/// Enters new user, mount, PID (taking effect for the children) and, with `net`, network
+/// namespaces, and hides `hide` under empty read-only tmpfs mounts. A hide that cannot be made
+/// (its target is not an absolute path to a folder) fails the attempt: a hide never fails open.
+fn enter_namespaces(hide: &[PathBuf], net: bool) -> Result<(), String> {
     let (uid, gid) = (geteuid(), getegid());
-    unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWPID)
-        .map_err(|e| format!("unshare(user, mount, pid): {e}"))?;
+    let mut flags = CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWPID;
+    if net {
+        flags |= CloneFlags::CLONE_NEWNET;
+    }
+    unshare(flags).map_err(|e| match net {
+        true => format!("unshare(user, mount, pid, net): {e}"),
+        false => format!("unshare(user, mount, pid): {e}"),
+    })?;
     // Without setgroups denied an unprivileged process may not write its gid map.
     match std::fs::write("/proc/self/setgroups", "deny") {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
@@ -263,7 +320,14 @@ fn enter_namespaces(hide: &[PathBuf]) -> Result<(), String> {
         None::<&str>,
     )
     .map_err(|e| format!("making / private: {e}"))?;
-    for dir in hide.iter().filter(|d| d.is_dir()) {
+    for dir in hide {
+        if !dir.is_absolute() || !dir.is_dir() {
+            return Err(format!(
+                "cannot hide {}: it is not an absolute path to a folder, and a harness must not \
+                 see it",
+                dir.display()
+            ));
+        }
         mount(
             Some("tmpfs"),
             dir,
@@ -278,7 +342,7 @@ fn enter_namespaces(hide: &[PathBuf]) -> Result<(), String> {
 
 /// Namespace mode: forks the namespace's init and stays as its link to the capsule, forwarding
 /// the interrupt and ending it on SIGTERM (or when the capsule dies: the parent-death signal).
-fn keep_init(args: &KeeperArgs, mut status: Option<File>) -> i32 {
+fn keep_init(args: &KeeperArgs, mut status: Option<File>, proxy: Option<u16>) -> i32 {
     // The init's way to learn, race-free, that this keeper died before it armed its own
     // parent-death signal: the write end closes.
     let (alive_r, alive_w) = match nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) {
@@ -297,7 +361,7 @@ fn keep_init(args: &KeeperArgs, mut status: Option<File>) -> i32 {
         }
         Ok(ForkResult::Child) => {
             drop(alive_w);
-            std::process::exit(run_init(args, &mut status, alive_r))
+            std::process::exit(run_init(args, &mut status, alive_r, proxy))
         }
         Ok(ForkResult::Parent { child }) => {
             drop(alive_r);
@@ -311,7 +375,12 @@ fn keep_init(args: &KeeperArgs, mut status: Option<File>) -> i32 {
 }
 
 /// PID 1 of the attempt's namespace.
-fn run_init(args: &KeeperArgs, status: &mut Option<File>, keeper_alive: OwnedFd) -> i32 {
+fn run_init(
+    args: &KeeperArgs,
+    status: &mut Option<File>,
+    keeper_alive: OwnedFd,
+    proxy: Option<u16>,
+) -> i32 {
     let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
     if writer_gone(&keeper_alive) {
         return 1;
@@ -333,7 +402,7 @@ fn run_init(args: &KeeperArgs, status: &mut Option<File>, keeper_alive: OwnedFd)
     if args.probe {
         return 0;
     }
-    supervise(args, status, Ending::Namespace)
+    supervise(args, status, Ending::Namespace, proxy)
 }
 
 /// True when every write end of the pipe `fd` reads from is closed.
@@ -396,10 +465,29 @@ impl Ending {
 }
 
 /// Starts the harness, forwards the interrupt to its group, and when it ends (or SIGTERM asks)
-/// ends everything else it started and reports how it ended.
-fn supervise(args: &KeeperArgs, status: &mut Option<File>, ending: Ending) -> i32 {
+/// ends everything else it started and reports how it ended. In a jail, the harness is told
+/// the egress proxy (`proxy`) and holds no capability (`drop_capabilities`).
+fn supervise(
+    args: &KeeperArgs,
+    status: &mut Option<File>,
+    ending: Ending,
+    proxy: Option<u16>,
+) -> i32 {
     let mut cmd = Command::new(&args.program);
     cmd.args(&args.args);
+    if let Some(port) = proxy {
+        let url = format!("http://127.0.0.1:{port}");
+        for var in PROXY_VARS {
+            cmd.env(var, &url);
+        }
+        // Loopback goes straight to the forwarded ports; a port not forwarded refuses.
+        cmd.env("NO_PROXY", "localhost,127.0.0.1,::1");
+        cmd.env("no_proxy", "localhost,127.0.0.1,::1");
+    }
+    if let Ending::Namespace = ending {
+        // SAFETY: prctl and capset are async-signal-safe system calls on this process alone.
+        unsafe { cmd.pre_exec(drop_capabilities) };
+    }
     ChildSetup {
         own_group: true,
         death_signal: Some(Signal::SIGKILL),
@@ -436,6 +524,117 @@ fn supervise(args: &KeeperArgs, status: &mut Option<File>, ending: Ending) -> i3
             }
         }
     }
+}
+
+/// The variables that point programs at the egress proxy, in both spellings tools read.
+const PROXY_VARS: [&str; 6] = [
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+];
+
+/// Leaves the harness, whatever its uid, one capability in its user namespace: CAP_SETFCAP,
+/// which the kernel asks of a program that maps root into a namespace of its own (Codex's
+/// bubblewrap sandbox does, when murmur runs as root) and which undoes none of the jail's walls.
+/// With murmur run as root the namespace maps uid 0 to itself, and an exec'd root program would
+/// otherwise hold every capability over the attempt's mounts (and could `umount` the hide). The
+/// securebits stop exec from granting root its capabilities again; the bounding set keeps only
+/// CAP_SETFCAP; no new privileges may be gained (setuid binaries included), so file
+/// capabilities are not honoured either. Called between fork and exec.
+fn drop_capabilities() -> std::io::Result<()> {
+    const CAP_SETFCAP: u32 = 31;
+    const SECBIT_NOROOT: libc::c_ulong = 1 << 0;
+    const SECBIT_NOROOT_LOCKED: libc::c_ulong = 1 << 1;
+    const SECBIT_NO_SETUID_FIXUP: libc::c_ulong = 1 << 2;
+    const SECBIT_NO_SETUID_FIXUP_LOCKED: libc::c_ulong = 1 << 3;
+    const SECBIT_NO_CAP_AMBIENT_RAISE: libc::c_ulong = 1 << 6;
+    const SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED: libc::c_ulong = 1 << 7;
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: libc::c_int,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    let header = Header {
+        version: 0x2008_0522, // _LINUX_CAPABILITY_VERSION_3
+        pid: 0,
+    };
+    let fail = || Err(std::io::Error::last_os_error());
+    let bits = SECBIT_NOROOT
+        | SECBIT_NOROOT_LOCKED
+        | SECBIT_NO_SETUID_FIXUP
+        | SECBIT_NO_SETUID_FIXUP_LOCKED
+        | SECBIT_NO_CAP_AMBIENT_RAISE
+        | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED;
+    // SAFETY: prctl and the capget/capset system calls change only this process's credentials.
+    unsafe {
+        let mut now = [Data {
+            effective: 0,
+            permitted: 0,
+            inheritable: 0,
+        }; 2];
+        if libc::syscall(libc::SYS_capget, &header, now.as_mut_ptr()) != 0 {
+            return fail();
+        }
+        // CAP_SETFCAP survives exec as an ambient capability: inheritable first, then raised.
+        now[0].inheritable |= 1 << CAP_SETFCAP;
+        if libc::syscall(libc::SYS_capset, &header, now.as_ptr()) != 0 {
+            return fail();
+        }
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL,
+            0,
+            0,
+            0,
+        );
+        // Without CAP_SETFCAP itself (a harness started without it) there is nothing to keep.
+        let _ = libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_RAISE,
+            CAP_SETFCAP as libc::c_ulong,
+            0,
+            0,
+        );
+        for cap in 0..64u32 {
+            if cap == CAP_SETFCAP {
+                continue;
+            }
+            // Capabilities the kernel does not know answer EINVAL: the set ends there.
+            if libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) != 0 {
+                break;
+            }
+        }
+        if libc::prctl(libc::PR_SET_SECUREBITS, bits, 0, 0, 0) != 0 {
+            return fail();
+        }
+        let keep = Data {
+            effective: now[0].permitted & (1 << CAP_SETFCAP),
+            permitted: now[0].permitted & (1 << CAP_SETFCAP),
+            inheritable: now[0].permitted & (1 << CAP_SETFCAP),
+        };
+        let zero = Data {
+            effective: 0,
+            permitted: 0,
+            inheritable: 0,
+        };
+        if libc::syscall(libc::SYS_capset, &header, [keep, zero].as_ptr()) != 0 {
+            return fail();
+        }
+        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+            return fail();
+        }
+    }
+    Ok(())
 }
 
 /// Reaps every child that has ended; answers how the harness ended if it was among them.
@@ -475,6 +674,9 @@ mod tests {
     fn args_round_trip() {
         let k = KeeperArgs {
             namespaces: true,
+            net: true,
+            forward: vec![52222, 8080],
+            jail_fd: Some(9),
             probe: false,
             hide: vec!["/home/me/.murmur/run".into()],
             status_fd: Some(7),
@@ -485,7 +687,8 @@ mod tests {
         let argv = k.to_args();
         assert_eq!(argv[0], SUBCOMMAND);
         let back = KeeperArgs::parse(argv.into_iter().skip(1)).unwrap();
-        assert!(back.namespaces && !back.probe);
+        assert!(back.namespaces && !back.probe && back.net);
+        assert_eq!((back.forward, back.jail_fd), (vec![52222, 8080], Some(9)));
         assert_eq!(back.hide, k.hide);
         assert_eq!((back.status_fd, back.parent), (Some(7), Some(4242)));
         assert_eq!(back.program, k.program);

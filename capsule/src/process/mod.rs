@@ -6,6 +6,7 @@
 mod contained;
 pub mod containment;
 pub mod keeper;
+pub mod netns;
 mod setup;
 pub mod tree;
 

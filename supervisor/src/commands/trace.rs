@@ -159,7 +159,10 @@ pub fn render(events: &[Value]) -> String {
     }
     let harness: Vec<&Value> = events
         .iter()
-        .filter(|e| s(e, "event_type").starts_with("harness_"))
+        .filter(|e| {
+            let kind = s(e, "event_type");
+            kind.starts_with("harness_") || kind == "egress_denied"
+        })
         .collect();
     if !harness.is_empty() {
         out.push_str(&rule("Harness"));
@@ -191,6 +194,7 @@ pub fn render(events: &[Value]) -> String {
                     s(e, "context_id"),
                     s(e, "harness_session")
                 ),
+                "egress_denied" => format!("{id}  egress refused  {}:{}", s(e, "host"), e["port"]),
                 other => other.to_owned(),
             };
             out.push_str(&line);

@@ -135,6 +135,12 @@ pub enum TraceEvent {
         harness_session: String,
         requested_by: RequestedBy,
     },
+    /// The jail's egress proxy refused a destination a harness asked for (DESIGN §8).
+    EgressDenied {
+        task_id: TaskId,
+        host: String,
+        port: u16,
+    },
     ToolCall {
         task_id: TaskId,
         #[serde(flatten)]
@@ -442,6 +448,7 @@ impl TraceEvent {
             TraceEvent::HarnessInterrupt { .. } => "harness_interrupt",
             TraceEvent::HarnessExit { .. } => "harness_exit",
             TraceEvent::HarnessSessionForgotten { .. } => "harness_session_forgotten",
+            TraceEvent::EgressDenied { .. } => "egress_denied",
             TraceEvent::ToolCall { .. } => "tool_call",
             TraceEvent::A2aSend { .. } => "a2a_send",
             TraceEvent::MemberCall { .. } => "member_call",

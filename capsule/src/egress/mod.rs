@@ -1,0 +1,132 @@
+//! The jail's ways out (DESIGN §8): an attempt in namespace mode has a network namespace that
+//! holds only loopback, and its keeper hands the capsule the listeners it bound there
+//! (`process::netns`). This module serves them from outside, for as long as the attempt lives:
+//! - each forwarded loopback port (the capsule's own door, which the helpers reach at
+//!   `MURMUR_DOOR_URL`, and every granted loopback destination) is relayed to the same port
+//!   outside, through `policy::dial`;
+//! - the egress proxy (`HTTP(S)_PROXY` inside) admits exactly what the capsule may reach —
+//!   `capabilities.network.allow`, the member's callees, and the endpoints its CLI preset needs —
+//!   and refuses the rest with a 403 naming that list, and an `egress_denied` trace record.
+//!
+//! A program that ignores the proxy variables reaches nothing but the forwarded ports: the
+//! namespace has no route off loopback, and no resolver it can reach.
+
+mod proxy;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+
+use crate::policy::{self, Allowed};
+use crate::session::Session;
+
+/// How long a relayed connection may take to open.
+const DIAL_WITHIN: Duration = Duration::from_secs(10);
+
+/// What one jailed attempt may reach, decided before it starts.
+#[derive(Clone, Debug)]
+pub struct Grant {
+    /// Destinations the proxy admits, as allow-list entries.
+    pub admitted: Vec<String>,
+    /// Loopback ports forwarded into the namespace, each with where it leads outside.
+    pub forwards: Vec<(u16, Allowed)>,
+}
+
+impl Grant {
+    /// The grant of an attempt of `session`: its allow list (callees included), `extra`
+    /// (what the CLI preset needs), and its own door forwarded at the port of `door_url`.
+    pub fn of(session: &Session, extra: &[String]) -> Grant {
+        let mut admitted = session.allow.clone();
+        admitted.extend(extra.iter().cloned());
+        let mut forwards: Vec<(u16, Allowed)> = Vec::new();
+        if let Ok(door) = policy::own_door(session.inside_url()) {
+            forwards.push((door.target().port(), door));
+        }
+        for written in &admitted {
+            let Ok(entry) = policy::Entry::parse(written) else {
+                continue;
+            };
+            let (Some(port), true) = (entry.port(), is_loopback(entry.host())) else {
+                continue;
+            };
+            if forwards.iter().any(|(p, _)| *p == port) {
+                continue;
+            }
+            let url = format!("http://{}:{port}", entry.host());
+            if let Ok(allowed) = policy::check(&admitted, &url) {
+                forwards.push((port, allowed));
+            }
+        }
+        Grant { admitted, forwards }
+    }
+
+    /// The ports forwarded into the namespace, door first.
+    pub fn ports(&self) -> Vec<u16> {
+        self.forwards.iter().map(|(p, _)| *p).collect()
+    }
+}
+
+fn is_loopback(host: &str) -> bool {
+    matches!(host, "localhost" | "127.0.0.1" | "[::1]" | "::1")
+}
+
+/// The served ways out of one attempt; dropping it closes them.
+pub struct Exits {
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Drop for Exits {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+/// Serves `listeners` (port 0: the proxy) for the attempt of `task_id` under `grant`.
+pub fn serve(
+    session: &Arc<Session>,
+    task_id: &str,
+    grant: &Grant,
+    listeners: Vec<(u16, std::net::TcpListener)>,
+) -> Exits {
+    let admitted = Arc::new(grant.admitted.clone());
+    let mut tasks = Vec::new();
+    for (port, listener) in listeners {
+        let Ok(listener) = listener
+            .set_nonblocking(true)
+            .and_then(|()| tokio::net::TcpListener::from_std(listener))
+        else {
+            continue;
+        };
+        if port == 0 {
+            let (session, task, admitted) = (session.clone(), task_id.to_owned(), admitted.clone());
+            tasks.push(tokio::spawn(async move {
+                while let Ok((conn, _)) = listener.accept().await {
+                    let (session, task, admitted) =
+                        (session.clone(), task.clone(), admitted.clone());
+                    tokio::spawn(
+                        async move { proxy::serve(conn, &session, &task, &admitted).await },
+                    );
+                }
+            }));
+        } else if let Some((_, target)) = grant.forwards.iter().find(|(p, _)| *p == port) {
+            let target = target.clone();
+            tasks.push(tokio::spawn(async move {
+                while let Ok((conn, _)) = listener.accept().await {
+                    let target = target.clone();
+                    tokio::spawn(async move { relay(conn, &target).await });
+                }
+            }));
+        }
+    }
+    Exits { tasks }
+}
+
+/// Relays one connection to `target` outside the namespace, both ways, until either side ends.
+async fn relay(mut inside: tokio::net::TcpStream, target: &Allowed) {
+    if let Ok(mut outside) = policy::dial(target, DIAL_WITHIN).await {
+        let _ = tokio::io::copy_bidirectional(&mut inside, &mut outside).await;
+    }
+}

