@@ -6,6 +6,10 @@
 //!   what may be reached, and traced as `egress_denied` (shown by `mur trace show`); the
 //!   namespace has no interface but `lo`, no route and no resolver; a granted loopback
 //!   destination is reached;
+//! - the environment: a secret exported to `mur run` reaches neither the harness nor the
+//!   namespace's init (whose `/proc/1/environ` it can read); a name the manifest lists does;
+//! - murmur's own binary: a harness that replaces the `mur` file its capsule was started from
+//!   gets none of its code run by the next attempt's keeper (started as `/proc/self/exe`);
 //! - root's mounts: run as root (as it is here), the harness holds no capability that could
 //!   unmount the hide over `$MURMUR_HOME/run`, and the token files stay out of sight.
 //!
@@ -60,16 +64,18 @@ impl Counting {
 
 /// The fixture capsule in namespace mode, with `extra` manifest text.
 fn jailed(home: &Home, extra: &str) -> Launch {
+    jailed_env(home, extra, &[])
+}
+
+/// [`jailed`], with `env` exported to `mur run`.
+fn jailed_env(home: &Home, extra: &str, env: &[(&str, String)]) -> Launch {
     let manifest = home.write(
         "murmur.yaml",
         &format!("{}{extra}", Fixture::default().yaml()),
     );
-    let run = Launch::start_env(
-        home,
-        &manifest,
-        &[],
-        &[("MURMUR_CONTAINMENT", "namespaces".to_owned())],
-    );
+    let mut env = env.to_vec();
+    env.push(("MURMUR_CONTAINMENT", "namespaces".to_owned()));
+    let run = Launch::start_env(home, &manifest, &[], &env);
     let start = home
         .trace(&run.session)
         .into_iter()
@@ -246,4 +252,68 @@ fn root_in_the_jail_cannot_unmount_the_hide() {
             .contains("CapEff:\t0000000080000000"),
         "{said}"
     );
+}
+
+#[test]
+fn a_planted_secret_in_murs_environment_reaches_no_harness() {
+    let home = Home::new();
+    let secret = "planted-secret-4242";
+    let run = jailed_env(
+        &home,
+        "harness:\n  env: [NPM_TOKEN]\n",
+        &[
+            ("AWS_SECRET_ACCESS_KEY", secret.to_owned()),
+            ("SSH_AUTH_SOCK", format!("/tmp/{secret}.sock")),
+            ("OPENAI_API_KEY", secret.to_owned()),
+            ("NPM_TOKEN", "declared-npm-token".to_owned()),
+        ],
+    );
+    let (said, _) = harness_runs(
+        &run,
+        "env; echo ---; tr '\\0' '\\n' < /proc/1/environ; echo ---; for p in /proc/[0-9]*; do \
+         tr '\\0' '\\n' < $p/environ; done 2>/dev/null",
+    );
+    let out = said["out"].as_str().unwrap();
+    assert!(!out.contains(secret), "a secret reached the jail: {out}");
+    assert!(!out.contains("MURMUR_HOME="), "{out}");
+    let env_part = out.split("---").next().unwrap();
+    assert!(
+        env_part
+            .lines()
+            .any(|l| l == "NPM_TOKEN=declared-npm-token"),
+        "the manifest's harness.env passes: {env_part}"
+    );
+    assert!(env_part.lines().any(|l| l.starts_with("PATH=")));
+}
+
+#[test]
+fn replacing_the_mur_binary_runs_nothing_of_the_harnesss() {
+    let mut home = Home::new();
+    // A mur of this test's own, which the harness (running as the same user) may overwrite.
+    let bin = home.root.join("bin/mur");
+    std::fs::create_dir_all(bin.parent().unwrap()).unwrap();
+    std::fs::copy(mur_bin(), &bin).unwrap();
+    home.bin = bin.clone();
+    let run = jailed(&home, "");
+    let marker = home.root.join("planted-ran");
+    let planted = home.write(
+        "planted.sh",
+        &format!("#!/bin/sh\ntouch {}\nexit 1\n", marker.display()),
+    );
+    let (said, _) = harness_runs(
+        &run,
+        &format!(
+            "cp {} {bin}.new && chmod +x {bin}.new && mv {bin}.new {bin}",
+            planted.display(),
+            bin = bin.display()
+        ),
+    );
+    assert_eq!(
+        said["code"], 0,
+        "the harness could replace the file: {said}"
+    );
+    // The next attempt's keeper is murmur's own binary still: the task runs, nothing planted.
+    let (again, _) = harness_runs(&run, "echo still-contained");
+    assert_eq!(again["out"], "still-contained\n", "{again}");
+    assert!(!marker.exists(), "the planted program ran");
 }

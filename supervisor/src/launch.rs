@@ -54,13 +54,6 @@ pub fn spawn_capsule(
     control: &StdUnixStream,
     config: &CapsuleConfig,
 ) -> CliResult<Child> {
-    let exe = std::env::current_exe().map_err(|e| {
-        CliError::new(
-            Code::CapsuleDidNotStart,
-            format!("cannot find the mur binary: {e}"),
-            "reinstall mur",
-        )
-    })?;
     let json = serde_json::to_string(config).map_err(|e| {
         CliError::new(
             Code::CapsuleDidNotStart,
@@ -68,7 +61,9 @@ pub fn spawn_capsule(
             "report this bug",
         )
     })?;
-    let mut cmd = Command::new(exe);
+    // This very binary, not the path it was started by: a harness running as the user may
+    // have replaced that file before a sub-capsule starts.
+    let mut cmd = Command::new(process::SELF_EXE);
     cmd.arg("__capsule")
         .env(CONFIG_ENV, json)
         .env(LISTEN_FD_ENV, LISTEN_FD.to_string())

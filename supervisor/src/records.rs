@@ -11,9 +11,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{CliError, CliResult, Code};
 
+/// `$MURMUR_HOME`, made absolute against the folder `mur` runs in: every path murmur hands
+/// on (a capsule's records, the folder a jail hides) then means the same in every process,
+/// whatever folder that process works in.
 pub fn home() -> PathBuf {
     if let Some(h) = std::env::var_os("MURMUR_HOME").filter(|h| !h.is_empty()) {
-        return PathBuf::from(h);
+        let h = PathBuf::from(h);
+        return std::path::absolute(&h).unwrap_or(h);
     }
     let user = std::env::var_os("HOME")
         .map(PathBuf::from)

@@ -111,6 +111,9 @@ pub struct Home {
     pub root: PathBuf,
     pub home: PathBuf,
     pub work: PathBuf,
+    /// The `mur` binary `Home::mur` runs: the one cargo built, unless a test points it at a
+    /// copy of its own.
+    pub bin: PathBuf,
 }
 
 impl Home {
@@ -126,6 +129,7 @@ impl Home {
             root: root.canonicalize().unwrap(),
             home: home.canonicalize().unwrap(),
             work: work.canonicalize().unwrap(),
+            bin: PathBuf::from(mur_bin()),
         }
     }
 
@@ -151,8 +155,14 @@ impl Home {
 
     /// `mur` with this home, in the work folder.
     pub fn mur(&self) -> Command {
-        let mut cmd = Command::new(mur_bin());
+        let mut cmd = Command::new(&self.bin);
         cmd.env("MURMUR_HOME", &self.home)
+            // A harness gets an allow list of murmur's environment; these carry the test
+            // harnesses' own settings, and FIXTURE_STATE marks every process a test started.
+            .env(
+                "MURMUR_HARNESS_ENV",
+                "FIXTURE_STATE FAKE_CLAUDE_LOG FAKE_CLAUDE_IGNORE_CONTROL FAKE_CODEX_IGNORE_SIGINT",
+            )
             .env("PATH", search_path())
             .env("FIXTURE_STATE", self.root.join("fixture-state"))
             .current_dir(&self.work);

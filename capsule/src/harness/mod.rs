@@ -5,10 +5,10 @@
 //! and ended with all it started after the grace.
 
 mod dialect;
+pub mod env;
 pub mod preset;
 mod sessions;
 
-use std::ffi::OsString;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -40,8 +40,6 @@ const STDOUT_CAP: usize = 8 << 20;
 const STDERR_TAIL: usize = 64 << 10;
 /// How long readers keep reading after the attempt ended.
 const DRAIN: Duration = Duration::from_secs(2);
-/// The variable that would lead a harness to every session's records: not passed on.
-const HOME_ENV: &str = "MURMUR_HOME";
 
 /// A resolved process driver: the manifest's `process` block (presets already filled in), and
 /// what a preset adds for this capsule (its CLI's permission flags and state folder).
@@ -164,7 +162,12 @@ fn build_spec(session: &Session, d: &Driver, a: &Attempt, grant: &Grant) -> Opti
         path.push(":");
         path.push(old);
     }
-    let mut env: Vec<(String, OsString)> = vec![
+    let mut env = env::allowed(
+        std::env::vars_os(),
+        &d.preset.pass,
+        &session.manifest.harness.env,
+    );
+    env.extend([
         ("PATH".into(), path),
         ("MURMUR_SESSION_ID".into(), session.id.as_str().into()),
         ("MURMUR_TASK_ID".into(), a.task_id.into()),
@@ -173,19 +176,16 @@ fn build_spec(session: &Session, d: &Driver, a: &Attempt, grant: &Grant) -> Opti
         ("MURMUR_DOOR_URL".into(), session.inside_url().into()),
         ("MURMUR_TASK_TOKEN".into(), a.token.into()),
         ("MURMUR_GUIDE".into(), a.guide.into()),
-    ];
+    ]);
     env.extend(d.preset.env.iter().cloned());
-    let mut env_remove = vec![HOME_ENV];
-    match &a.resume {
-        Some(s) => env.push(("MURMUR_HARNESS_SESSION".into(), s.into())),
-        None => env_remove.push("MURMUR_HARNESS_SESSION"),
+    if let Some(s) = &a.resume {
+        env.push(("MURMUR_HARNESS_SESSION".into(), s.into()));
     }
     Some(Spec {
         program: program.clone(),
         args,
         cwd: session.workdir.clone(),
         env,
-        env_remove,
         jail: Some(grant.ports()),
     })
 }
@@ -205,7 +205,7 @@ pub async fn run(
         return Ending::SpawnFailed("the driver's command is empty".into());
     };
     let program = spec.program.clone();
-    let mut harness = match Contained::spawn(&session.mur_exe, containment, spec) {
+    let mut harness = match Contained::spawn(containment, spec) {
         Ok(h) => h,
         Err(e) => {
             return Ending::SpawnFailed(format!("the harness {program} could not start: {e}"))

@@ -30,6 +30,9 @@ pub struct Prepared {
     /// Where the CLI itself must reach (its provider's API), as allow-list entries: the jail's
     /// egress proxy admits them beside the manifest's allow list.
     pub egress: Vec<String>,
+    /// Variables of murmur's environment the CLI needs (its provider's key and settings),
+    /// beside the allow list every harness gets (`harness::env`); `*` ends a prefix.
+    pub pass: Vec<String>,
 }
 
 /// Maps `policy` to `preset`'s flags, and makes its state folder (seeded from the user's own
@@ -115,6 +118,7 @@ fn claude_code(
         ],
         env,
         egress: vec![crate::policy::shown(&endpoint)],
+        pass: vec!["ANTHROPIC_*".into(), "CLAUDE_CODE_*".into()],
     })
 }
 
@@ -146,29 +150,47 @@ fn codex(policy: &HarnessPolicy, mur: &Path, state: Option<PathBuf>) -> std::io:
         )?;
         env.push(("CODEX_HOME".to_owned(), dir.into_os_string()));
     }
-    let endpoint = config
+    let config = config
         .and_then(|c| std::fs::read_to_string(c).ok())
-        .and_then(|text| codex_base_url(&text))
+        .unwrap_or_default();
+    let provider = codex_provider(&config);
+    let endpoint = provider
+        .as_ref()
+        .and_then(|p| p.base_url.clone())
         .or_else(|| std::env::var("OPENAI_BASE_URL").ok())
         .unwrap_or_else(|| "https://api.openai.com".into());
+    let mut pass = vec![
+        "OPENAI_API_KEY".into(),
+        "OPENAI_BASE_URL".into(),
+        "CODEX_*".into(),
+    ];
+    pass.extend(provider.and_then(|p| p.env_key));
     Ok(Prepared {
         args: vec!["--sandbox".into(), sandbox.into()],
         env,
         egress: vec![crate::policy::shown(&endpoint)],
+        pass,
     })
 }
 
-/// The `base_url` of the model provider a Codex `config.toml` selects (`model_provider`, whose
-/// entry is under `[model_providers.<name>]`); `None` for Codex's own default provider.
-fn codex_base_url(config: &str) -> Option<String> {
+/// The model provider a Codex `config.toml` selects: what the jail must let it reach and read.
+struct CodexProvider {
+    base_url: Option<String>,
+    /// The variable that holds the provider's key.
+    env_key: Option<String>,
+}
+
+/// The provider a Codex `config.toml` selects (`model_provider`, whose entry is under
+/// `[model_providers.<name>]`); `None` for Codex's own default provider.
+fn codex_provider(config: &str) -> Option<CodexProvider> {
     let value: toml::Value = toml::from_str(config).ok()?;
-    let provider = value.get("model_provider")?.as_str()?;
-    value
-        .get("model_providers")?
-        .get(provider)?
-        .get("base_url")?
-        .as_str()
-        .map(str::to_owned)
+    let name = value.get("model_provider")?.as_str()?;
+    let entry = value.get("model_providers")?.get(name)?;
+    let text = |k: &str| entry.get(k).and_then(|v| v.as_str()).map(str::to_owned);
+    Some(CodexProvider {
+        base_url: text("base_url"),
+        env_key: text("env_key"),
+    })
 }
 
 /// Codex execpolicy rules (Starlark): each `prefix_rule` lets commands starting with its words
@@ -238,6 +260,7 @@ mod tests {
                 .map(|c| c.split(' ').map(str::to_owned).collect())
                 .collect(),
             state: StateHome::User,
+            env: Vec::new(),
         }
     }
 
@@ -292,13 +315,12 @@ mod tests {
 
     #[test]
     fn codex_reaches_the_provider_its_config_selects() {
-        let config = "model = \"m\"\nmodel_provider = \"local\"\n[model_providers.local]\nbase_url = \"http://127.0.0.1:8765/v1\"\n";
-        assert_eq!(
-            codex_base_url(config).as_deref(),
-            Some("http://127.0.0.1:8765/v1")
-        );
-        assert_eq!(codex_base_url("model = \"m\"\n"), None);
-        assert_eq!(codex_base_url("not toml ["), None);
+        let config = "model = \"m\"\nmodel_provider = \"local\"\n[model_providers.local]\nbase_url = \"http://127.0.0.1:8765/v1\"\nenv_key = \"LOCAL_KEY\"\n";
+        let p = codex_provider(config).unwrap();
+        assert_eq!(p.base_url.as_deref(), Some("http://127.0.0.1:8765/v1"));
+        assert_eq!(p.env_key.as_deref(), Some("LOCAL_KEY"));
+        assert!(codex_provider("model = \"m\"\n").is_none());
+        assert!(codex_provider("not toml [").is_none());
     }
 
     #[test]

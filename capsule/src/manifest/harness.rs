@@ -14,7 +14,10 @@ use crate::manifest::model::{
 use crate::manifest::reader::Reader;
 use serde_yaml::Value;
 
-const KEYS: [&str; 3] = ["permissions", "allow_commands", "state"];
+const KEYS: [&str; 4] = ["permissions", "allow_commands", "state", "env"];
+
+/// The keys only the CLI presets read; `env` serves every process driver.
+const PRESET_KEYS: [&str; 3] = ["permissions", "allow_commands", "state"];
 
 /// Characters a command prefix may not hold: each CLI matches prefixes word by word, and these
 /// would make one command line several, or one word many.
@@ -23,12 +26,19 @@ const SHELL_SPECIALS: &[char] = &[
     '!', '#', '~', ',', ':',
 ];
 
+/// The block as written, before `checked` holds it against the driver.
+pub struct Written {
+    policy: HarnessPolicy,
+    /// Which of [`PRESET_KEYS`] the block writes.
+    preset_keys: Vec<&'static str>,
+}
+
 /// The block as written; `checked` then holds it against the driver.
 pub fn read(
     r: &Reader,
     value: Option<&Value>,
     path: &KeyPath,
-) -> Result<Option<HarnessPolicy>, ManifestError> {
+) -> Result<Option<Written>, ManifestError> {
     if value.is_none() {
         return Ok(None);
     }
@@ -59,10 +69,40 @@ pub fn read(
         },
         None => StateHome::default(),
     };
-    Ok(Some(HarnessPolicy {
-        permissions,
-        allow_commands,
-        state,
+    let mut env = Vec::new();
+    if let Some(v) = f.get("env") {
+        let list_path = f.path("env");
+        for (i, name) in r
+            .string_list(v, &list_path, "[SSH_AUTH_SOCK, NPM_TOKEN]")?
+            .into_iter()
+            .enumerate()
+        {
+            let plain = name
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !plain {
+                let at = list_path.index(i);
+                return Err(r.error(
+                    ErrorCode::BadValue,
+                    &at,
+                    format!("{at} is {name:?}, which is not a variable name"),
+                    "name a variable, e.g. NPM_TOKEN: letters, digits and _, not starting with a \
+                     digit (its value comes from murmur's own environment)",
+                ));
+            }
+            env.push(name);
+        }
+    }
+    Ok(Some(Written {
+        policy: HarnessPolicy {
+            permissions,
+            allow_commands,
+            state,
+            env,
+        },
+        preset_keys: PRESET_KEYS.into_iter().filter(|k| f.contains(k)).collect(),
     }))
 }
 
@@ -78,14 +118,6 @@ fn command_prefix(r: &Reader, at: &KeyPath, text: String) -> Result<Vec<String>,
              allows `cargo test --release` too)",
         ));
     }
-    if words.is_empty() {
-        return Err(r.bad(
-            at,
-            "a command's first words",
-            &Value::String(text),
-            "write e.g. \"cargo test\"",
-        ));
-    }
     Ok(words)
 }
 
@@ -93,31 +125,49 @@ fn command_prefix(r: &Reader, at: &KeyPath, text: String) -> Result<Vec<String>,
 /// `None` when the manifest has no `harness` key (the defaults then apply to a preset).
 pub fn checked(
     r: &Reader,
-    written: Option<HarnessPolicy>,
+    written: Option<Written>,
     inference: &Inference,
     artifacts: &[Artifact],
 ) -> Result<HarnessPolicy, ManifestError> {
-    let Some(policy) = written else {
+    let Some(Written {
+        policy,
+        preset_keys: written_keys,
+    }) = written
+    else {
         return Ok(HarnessPolicy::default());
     };
     let path = KeyPath::default().key("harness");
+    if inference.transport == Transport::Process && written_keys.is_empty() {
+        // `env` alone: every process driver reads it.
+        return Ok(policy);
+    }
     let preset = artifacts
         .iter()
         .find(|a| Some(&a.name) == inference.driver_artifact.as_ref())
         .and_then(|a| a.builtin)
         .filter(|b| !b.is_http());
-    let Some(preset) = preset.filter(|_| inference.transport == Transport::Process) else {
+    if inference.transport != Transport::Process {
         return Err(r.error(
             ErrorCode::BadValue,
             &path,
+            format!("{path} is not accepted: this capsule runs no harness (inference.transport is http)"),
+            "remove harness; it describes the agent CLI of a capsule on inference.transport: \
+             process",
+        ));
+    }
+    let Some(preset) = preset else {
+        let at = path.key(written_keys[0]);
+        return Err(r.error(
+            ErrorCode::BadValue,
+            &at,
             format!(
-                "{path} is not accepted: it is read by the {} and {} presets, and this capsule's \
+                "{at} is not accepted: it is read by the {} and {} presets, and this capsule's \
                  driver is neither",
                 Builtin::ClaudeCode.name(),
                 Builtin::Codex.name()
             ),
-            "remove harness; a process driver of your own passes its CLI's permission flags in \
-             process.command",
+            "remove it; a process driver of your own passes its CLI's permission flags in \
+             process.command (harness.env serves every driver)",
         ));
     };
     // Codex runs murmur's helpers outside its own sandbox through a rule murmur writes into the

@@ -319,6 +319,9 @@ pub struct HarnessPolicy {
     pub allow_commands: Vec<Vec<String>>,
     /// `state`: default `capsule`.
     pub state: StateHome,
+    /// `env`: names of variables of murmur's environment the harness also receives, beside
+    /// the allow list every harness gets (DESIGN §8). Any process driver reads it.
+    pub env: Vec<String>,
 }
 
 /// `harness.permissions`.

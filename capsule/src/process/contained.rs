@@ -6,7 +6,7 @@ use std::ffi::OsString;
 use std::io::Read;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -25,10 +25,9 @@ pub struct Spec {
     pub program: String,
     pub args: Vec<String>,
     pub cwd: PathBuf,
-    /// Set in the program's environment, over the inherited one.
+    /// The program's whole environment (its keeper runs with it too: nothing of this
+    /// process's own environment is inherited).
     pub env: Vec<(String, OsString)>,
-    /// Taken out of the program's environment.
-    pub env_remove: Vec<&'static str>,
     /// In namespace mode, jail the program's network: these loopback ports are forwarded into
     /// its namespace (`Contained::ways_out` hands over their listeners and the proxy's).
     pub jail: Option<Vec<u16>>,
@@ -69,7 +68,11 @@ impl Contained {
     /// copies its page tables and write-protects its whole heap, so every page the door's
     /// threads write afterwards takes a copy-on-write fault (the profile in BENCHMARKS.md). That
     /// is why no code runs between fork and exec here; the keeper does that setup itself.
-    pub fn spawn(mur: &Path, containment: &Containment, spec: Spec) -> std::io::Result<Contained> {
+    ///
+    /// The keeper is this very binary, started as `/proc/self/exe`: the file the capsule runs,
+    /// never the path it was started by, which a harness running as the user could have
+    /// replaced with a program of its own before the next attempt.
+    pub fn spawn(containment: &Containment, spec: Spec) -> std::io::Result<Contained> {
         let (status_r, status_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
         let namespaces = containment.mode == Mode::Namespaces;
         let jail = match (&spec.jail, namespaces) {
@@ -93,18 +96,16 @@ impl Contained {
             program: spec.program.into(),
             args: spec.args.into_iter().map(OsString::from).collect(),
         };
-        let mut cmd = std::process::Command::new(mur);
+        let mut cmd = std::process::Command::new(super::SELF_EXE);
         cmd.args(keeper_args.to_args())
             .current_dir(&spec.cwd)
             .process_group(0)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        cmd.env_clear();
         for (k, v) in &spec.env {
             cmd.env(k, v);
-        }
-        for k in &spec.env_remove {
-            cmd.env_remove(k);
         }
         // The keeper inherits the status pipe's write end: close-on-exec is lifted for this
         // spawn only (no other spawn runs meanwhile: `spawning`), and this process's copy is

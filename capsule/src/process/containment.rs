@@ -117,13 +117,19 @@ fn probe(mur: &Path, hidden: &[PathBuf]) -> Result<(), String> {
     };
     let mut child = {
         let _alone = super::spawning();
-        Command::new(mur)
+        Command::new(super::SELF_EXE)
             .args(args.to_args())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
-            .map_err(|e| format!("cannot run {} to probe: {e}", mur.display()))?
+            .map_err(|e| {
+                format!(
+                    "cannot run {} ({}) to probe: {e}",
+                    super::SELF_EXE,
+                    mur.display()
+                )
+            })?
     };
     let deadline = Instant::now() + PROBE_WITHIN;
     let status = loop {

@@ -14,6 +14,10 @@ pub use contained::{Contained, Exit, Spec};
 pub use containment::{Containment, Mode};
 pub use setup::{become_subreaper, ChildSetup};
 
+/// How murmur starts itself again (keepers, the containment probe): the binary this process
+/// runs, whatever has become of the path it was started by.
+pub const SELF_EXE: &str = "/proc/self/exe";
+
 /// Held while a process is started from a capsule. A keeper inherits its status pipe because
 /// close-on-exec is lifted for its spawn; any other spawn in that moment would inherit the pipe
 /// too, and hold the keeper's report open for as long as it lived. Held for a spawn only,

@@ -227,6 +227,7 @@ fn presets_are_accepted_without_a_process_block() {
             permissions: Permissions::Edit,
             allow_commands: vec![vec!["cargo".into(), "test".into()], vec!["make".into()]],
             state: StateHome::Capsule,
+            env: Vec::new(),
         }
     );
     // transport follows the driver when not written

@@ -593,3 +593,86 @@ fn e005_the_spend_ceiling_is_a_positive_token_count() {
         );
     }
 }
+
+/// A manifest on a CLI preset, with `extra` after its artifacts.
+fn preset(driver: &str, extra: &str) -> String {
+    format!("name: h\nversion: \"1\"\nartifacts: [{{ name: {driver}, runtime: driver }}]\n{extra}")
+}
+
+#[test]
+fn e005_the_harness_block_and_what_it_applies_to() {
+    refused(
+        &preset("murmur/driver-codex", "harness: { permissions: write }\n"),
+        ErrorCode::BadValue,
+        "harness.permissions",
+        "error[E-MAN-005]: worker/murmur.yaml: harness.permissions must be one of read, edit, \
+         full, not \"write\"\n  hint: accepted values are read, edit, full",
+    );
+    refused(
+        &preset(
+            "murmur/driver-claude-code",
+            "harness: { allow_commands: [\"cargo test; rm -rf ~\"] }\n",
+        ),
+        ErrorCode::BadValue,
+        "harness.allow_commands[0]",
+        "error[E-MAN-005]: worker/murmur.yaml: harness.allow_commands[0] is \"cargo test; rm -rf \
+         ~\", which holds ';': an entry is a command's first words, not a shell line\n  hint: \
+         write the program and the arguments it starts with, e.g. \"cargo test\" (it then allows \
+         `cargo test --release` too)",
+    );
+    refused(
+        &preset(
+            "murmur/driver-claude-code",
+            "harness: { allow_commands: [\"  \"] }\n",
+        ),
+        ErrorCode::BadValue,
+        "harness.allow_commands[0]",
+        "error[E-MAN-005]: worker/murmur.yaml: harness.allow_commands[0] must be a non-empty \
+         string, not \"  \"\n  hint: remove the empty entry",
+    );
+    refused(
+        &preset("murmur/driver-codex", "harness: { state: user }\n"),
+        ErrorCode::BadValue,
+        "harness.state",
+        "error[E-MAN-005]: worker/murmur.yaml: harness.state is user with permissions: read, \
+         which murmur/driver-codex cannot serve: Codex's sandbox would keep murmur's helpers \
+         from reaching the capsule, and murmur writes no rule into your own Codex folder\n  \
+         hint: write state: capsule (the default), or permissions: full",
+    );
+    refused(
+        &preset("murmur/driver-codex", "harness: { env: [\"1BAD\"] }\n"),
+        ErrorCode::BadValue,
+        "harness.env[0]",
+        "error[E-MAN-005]: worker/murmur.yaml: harness.env[0] is \"1BAD\", which is not a \
+         variable name\n  hint: name a variable, e.g. NPM_TOKEN: letters, digits and _, not \
+         starting with a digit (its value comes from murmur's own environment)",
+    );
+    refused(
+        &with("harness: { env: [NPM_TOKEN] }\n"),
+        ErrorCode::BadValue,
+        "harness",
+        "error[E-MAN-005]: worker/murmur.yaml: harness is not accepted: this capsule runs no \
+         harness (inference.transport is http)\n  hint: remove harness; it describes the agent \
+         CLI of a capsule on inference.transport: process",
+    );
+    let own = "name: h\nversion: \"1\"\nartifacts: [{ name: local/h, runtime: driver, process: { command: [h] } }]\n";
+    refused(
+        &format!("{own}harness: {{ permissions: edit }}\n"),
+        ErrorCode::BadValue,
+        "harness.permissions",
+        "error[E-MAN-005]: worker/murmur.yaml: harness.permissions is not accepted: it is read by \
+         the murmur/driver-claude-code and murmur/driver-codex presets, and this capsule's \
+         driver is neither\n  hint: remove it; a process driver of your own passes its CLI's \
+         permission flags in process.command (harness.env serves every driver)",
+    );
+    // harness.env alone serves any process driver.
+    let m = super::parse(&format!("{own}harness: {{ env: [NPM_TOKEN] }}\n")).unwrap();
+    assert_eq!(m.harness.env, ["NPM_TOKEN"]);
+    refused(
+        &preset("murmur/driver-codex", "harness: { sandbox: none }\n"),
+        ErrorCode::UnknownKey,
+        "harness.sandbox",
+        "error[E-MAN-003]: worker/murmur.yaml: harness.sandbox is not a manifest key\n  hint: \
+         the keys of harness are permissions, allow_commands, state, env",
+    );
+}
