@@ -577,7 +577,7 @@ fn mur_install_names_each_cli_and_its_tested_version() {
     };
     let lines = |out: &str| -> Vec<String> {
         out.lines()
-            .filter(|l| !l.starts_with("containment:"))
+            .take_while(|l| !l.starts_with("containment:"))
             .map(str::to_owned)
             .collect()
     };

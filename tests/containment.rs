@@ -432,15 +432,34 @@ fn mur_install_names_the_containment(mode: &str) {
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");
-    let line = text
+    let lines: Vec<&str> = text
         .lines()
-        .find(|l| l.starts_with("containment: "))
-        .unwrap();
-    let expected = match mode {
-        "namespaces" => "containment: namespaces (the kernel grants unprivileged user, PID, mount and network namespaces)",
-        _ => "containment: fallback (MURMUR_CONTAINMENT=fallback asks for it)",
+        .skip_while(|l| !l.starts_with("containment: "))
+        .collect();
+    let files = "missing: the files wall (writes only to the work folder, a private tmp and the \
+                 CLI's state folder) is not built yet";
+    let expected: Vec<String> = match mode {
+        "namespaces" => vec![
+            "containment: namespaces (the kernel grants unprivileged user, PID, mount and network namespaces)".into(),
+            "  wall pid: up".into(),
+            "  wall mount: up".into(),
+            "  wall network: up".into(),
+            format!("  wall files: {files}"),
+            "  wall environment: up".into(),
+        ],
+        _ => {
+            let why = "missing: fallback mode, MURMUR_CONTAINMENT=fallback asks for it";
+            vec![
+                "containment: fallback (MURMUR_CONTAINMENT=fallback asks for it)".into(),
+                format!("  wall pid: {why}"),
+                format!("  wall mount: {why}"),
+                format!("  wall network: {why}"),
+                format!("  wall files: {why}"),
+                "  wall environment: up".into(),
+            ]
+        }
     };
-    assert_eq!(line, expected);
+    assert_eq!(lines, expected);
 }
 
 #[test]

@@ -82,6 +82,15 @@ fn jailed_env(home: &Home, extra: &str, env: &[(&str, String)]) -> Launch {
         .find(|e| e["event_type"] == "session_start")
         .unwrap();
     assert_eq!(start["containment"], "namespaces", "{start}");
+    // The session says which walls stand, and why one is missing.
+    assert_eq!(
+        start["walls"],
+        serde_json::json!({"pid": "up", "mount": "up", "network": "up",
+            "files": "missing: the files wall (writes only to the work folder, a private tmp \
+                      and the CLI's state folder) is not built yet",
+            "environment": "up"}),
+        "{start}"
+    );
     run
 }
 

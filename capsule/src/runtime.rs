@@ -162,9 +162,9 @@ async fn run(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
         },
         false => None,
     };
-    let containment = match &worker {
-        Some(agent::Worker::Harness(_, c)) => Some(c.mode),
-        _ => None,
+    let (containment, walls) = match &worker {
+        Some(agent::Worker::Harness(_, c)) => (Some(c.mode), Some(Box::new(c.walls()))),
+        _ => (None, None),
     };
     let session_id = SessionId::from_wire(&config.session_id);
     let trace = match Trace::open(&config.records_dir, session_id.clone()) {
@@ -239,6 +239,7 @@ async fn run(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
         workdir: session.workdir.clone(),
         manifest: session.manifest.path.clone(),
         containment,
+        walls,
     });
     let launch = config
         .launch

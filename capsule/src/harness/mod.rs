@@ -226,6 +226,7 @@ pub async fn run(
         },
         harness_session: a.resume.clone(),
         containment: containment.mode,
+        walls: Box::new(containment.walls()),
     });
     let (turn_over_tx, turn_over) = watch::channel(false);
     let prompt = (d.prompt == PromptMode::Stdin).then(|| match d.input {

@@ -45,6 +45,31 @@ pub struct Containment {
     pub hidden: Vec<PathBuf>,
 }
 
+/// Which of the jail's walls (DESIGN §8) stand around a harness attempt: each `"up"`, or
+/// `"missing: <why>"`. Written into `session_start` and `harness_start`, and printed by
+/// `mur install`, so nobody has to guess what holds a harness.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct Walls {
+    pub pid: String,
+    pub mount: String,
+    pub network: String,
+    pub files: String,
+    pub environment: String,
+}
+
+impl Walls {
+    /// Each wall with its state, in the order they are listed.
+    pub fn rows(&self) -> [(&'static str, &str); 5] {
+        [
+            ("pid", &self.pid),
+            ("mount", &self.mount),
+            ("network", &self.network),
+            ("files", &self.files),
+            ("environment", &self.environment),
+        ]
+    }
+}
+
 /// What `MURMUR_CONTAINMENT` asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Wanted {
@@ -71,6 +96,33 @@ impl Wanted {
 const PROBE_WITHIN: Duration = Duration::from_secs(5);
 
 impl Containment {
+    /// The walls this containment puts up.
+    pub fn walls(&self) -> Walls {
+        let up = || "up".to_owned();
+        let files = "missing: the files wall (writes only to the work folder, a private tmp and \
+                     the CLI's state folder) is not built yet"
+            .to_owned();
+        match self.mode {
+            Mode::Namespaces => Walls {
+                pid: up(),
+                mount: up(),
+                network: up(),
+                files,
+                environment: up(),
+            },
+            Mode::Fallback => {
+                let why = format!("missing: fallback mode, {}", self.reason);
+                Walls {
+                    pid: why.clone(),
+                    mount: why.clone(),
+                    network: why.clone(),
+                    files: why,
+                    environment: up(),
+                }
+            }
+        }
+    }
+
     /// Decides the mode: runs `mur __contain --probe` (which sets up the namespaces exactly as
     /// an attempt would, then exits) unless the fallback is asked for. `Err` only when
     /// namespaces are required and the kernel refuses them, or the override is malformed.

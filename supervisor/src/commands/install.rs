@@ -172,7 +172,12 @@ pub fn run(manifest_path: &Path) -> CliResult<i32> {
         }
     }
     match containment() {
-        Ok(c) => println!("containment: {} ({})", c.mode.word(), c.reason),
+        Ok(c) => {
+            println!("containment: {} ({})", c.mode.word(), c.reason);
+            for (wall, state) in c.walls().rows() {
+                println!("  wall {wall}: {state}");
+            }
+        }
         Err(why) => {
             println!("containment: unavailable ({why})");
             return Err(CliError::new(

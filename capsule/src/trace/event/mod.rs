@@ -11,6 +11,7 @@ use serde_json::Value;
 use crate::clock::Millis;
 use crate::ids::{DelegationId, SessionId, TaskId};
 use crate::manifest::Interrupt;
+use crate::process::containment::Walls;
 use crate::process::Mode;
 pub use crate::provenance::{Origin, Trust};
 use crate::tasks::TaskState;
@@ -32,6 +33,8 @@ pub enum TraceEvent {
         manifest: PathBuf,
         /// How harness attempts are contained; `null` for a door that starts no task.
         containment: Option<Mode>,
+        /// Which of the jail's walls stand around its harness attempts; `null` with no harness.
+        walls: Option<Box<Walls>>,
     },
     SessionEnd {
         /// The state the launch's own task ended in; `null` when the launch had none.
@@ -105,6 +108,9 @@ pub enum TraceEvent {
         session_mode: SessionMode,
         harness_session: Option<String>,
         containment: Mode,
+        /// Which of the jail's walls stand around this attempt (boxed: a trace record stays
+        /// small on the queue).
+        walls: Box<Walls>,
     },
     HarnessInterrupt {
         task_id: TaskId,

@@ -34,9 +34,12 @@ fn session_start() {
             workdir: "/w".into(),
             manifest: "/w/murmur.yaml".into(),
             containment: Some(Mode::Namespaces),
+            walls: Some(Box::new(namespaces().walls())),
         },
         "session_start",
-        r#""capsule":"worker","version":"0.1.0","pid":42,"url":"http://localhost:1","workdir":"/w","manifest":"/w/murmur.yaml","containment":"namespaces""#,
+        &format!(
+            r#""capsule":"worker","version":"0.1.0","pid":42,"url":"http://localhost:1","workdir":"/w","manifest":"/w/murmur.yaml","containment":"namespaces","walls":{{"pid":"up","mount":"up","network":"up","files":"{FILES}","environment":"up"}}"#
+        ),
     );
 }
 
@@ -52,6 +55,7 @@ fn a_path_that_is_not_utf8_is_written_lossily() {
         workdir: odd.clone(),
         manifest: odd,
         containment: None,
+        walls: None,
     };
     let text = line(&event, &SessionId::from_wire("ses_1"), AT).unwrap();
     assert!(String::from_utf8(text)
@@ -178,8 +182,25 @@ fn task_end() {
     );
 }
 
+/// How the walls name the files wall this release does not build yet.
+const FILES: &str = "missing: the files wall (writes only to the work folder, a private tmp and \
+                     the CLI's state folder) is not built yet";
+
+fn namespaces() -> crate::process::Containment {
+    crate::process::Containment {
+        mode: Mode::Namespaces,
+        reason: "granted".into(),
+        hidden: vec![],
+    }
+}
+
 #[test]
 fn harness_start() {
+    let fallback = crate::process::Containment {
+        mode: Mode::Fallback,
+        reason: "asked for".into(),
+        hidden: vec![],
+    };
     written(
         TraceEvent::HarnessStart {
             task_id: tsk(),
@@ -189,9 +210,10 @@ fn harness_start() {
             session_mode: SessionMode::Resume,
             harness_session: Some("h1".into()),
             containment: Mode::Fallback,
+            walls: Box::new(fallback.walls()),
         },
         "harness_start",
-        r#""task_id":"tsk_1","context_id":"ctx_1","pid":7,"command":"claude","session_mode":"resume","harness_session":"h1","containment":"fallback""#,
+        r#""task_id":"tsk_1","context_id":"ctx_1","pid":7,"command":"claude","session_mode":"resume","harness_session":"h1","containment":"fallback","walls":{"pid":"missing: fallback mode, asked for","mount":"missing: fallback mode, asked for","network":"missing: fallback mode, asked for","files":"missing: fallback mode, asked for","environment":"up"}"#,
     );
     written(
         TraceEvent::HarnessStart {
@@ -202,9 +224,12 @@ fn harness_start() {
             session_mode: SessionMode::New,
             harness_session: None,
             containment: Mode::Namespaces,
+            walls: Box::new(namespaces().walls()),
         },
         "harness_start",
-        r#""task_id":"tsk_1","context_id":"ctx_1","pid":7,"command":null,"session_mode":"new","harness_session":null,"containment":"namespaces""#,
+        &format!(
+            r#""task_id":"tsk_1","context_id":"ctx_1","pid":7,"command":null,"session_mode":"new","harness_session":null,"containment":"namespaces","walls":{{"pid":"up","mount":"up","network":"up","files":"{FILES}","environment":"up"}}"#
+        ),
     );
 }
 
