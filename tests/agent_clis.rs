@@ -551,8 +551,13 @@ fn codex_edits_only_when_the_manifest_grants_it() {
     drop(refused);
 
     let granted = world.launch(&shipped("split-agents/coder.yaml"));
-    completed(&granted, &send(&granted, &task, None));
-    assert_eq!(std::fs::read_to_string(&note).unwrap(), "edited\n");
+    let done = completed(&granted, &send(&granted, &task, None));
+    assert_eq!(
+        std::fs::read_to_string(&note).ok().as_deref(),
+        Some("edited\n"),
+        "{}",
+        answer_of(&done)
+    );
     drop(granted);
     assert_nothing_left(&world.home, LONG);
 }

@@ -475,11 +475,9 @@ fn kill_a_working_member(on_failure: &str) -> (Home, Running, String) {
 
 fn assert_reported(home: &Home, run: &Running, task: &str, then: &str) {
     let (_, coder) = run.member("coder");
-    assert!(wait_until(LONG, || run
-        .err
-        .lock()
-        .unwrap()
-        .contains("exited unexpectedly")));
+    // Wait for the whole line: stderr is read in pieces, and a check that only waited for its
+    // start could read the line half written.
+    assert!(wait_until(LONG, || run.err.lock().unwrap().contains(then)));
     let err = run.err.lock().unwrap().clone();
     assert!(err.contains("mur: member coder (pid "), "{err}");
     assert!(

@@ -10,6 +10,8 @@
 //!   namespace's init (whose `/proc/1/environ` it can read); a name the manifest lists does;
 //! - murmur's own binary: a harness that replaces the `mur` file its capsule was started from
 //!   gets none of its code run by the next attempt's keeper (started as `/proc/self/exe`);
+//! - files: it writes its work folder and its private tmp, nothing else of the user's, and of
+//!   the records it sees only its own session's;
 //! - root's mounts: run as root (as it is here), the harness holds no capability that could
 //!   unmount the hide over `$MURMUR_HOME/run`, and the token files stay out of sight.
 //!
@@ -75,6 +77,11 @@ fn jailed_env(home: &Home, extra: &str, env: &[(&str, String)]) -> Launch {
     );
     let mut env = env.to_vec();
     env.push(("MURMUR_CONTAINMENT", "namespaces".to_owned()));
+    // Of the test's own folders only the fixture's state is writable here (the other test
+    // files open the whole test folder to their harnesses).
+    let state = home.root.join("fixture-state");
+    std::fs::create_dir_all(&state).unwrap();
+    env.push(("MURMUR_HARNESS_WRITABLE", state.display().to_string()));
     let run = Launch::start_env(home, &manifest, &[], &env);
     let start = home
         .trace(&run.session)
@@ -85,9 +92,7 @@ fn jailed_env(home: &Home, extra: &str, env: &[(&str, String)]) -> Launch {
     // The session says which walls stand, and why one is missing.
     assert_eq!(
         start["walls"],
-        serde_json::json!({"pid": "up", "mount": "up", "network": "up",
-            "files": "missing: the files wall (writes only to the work folder, a private tmp \
-                      and the CLI's state folder) is not built yet",
+        serde_json::json!({"pid": "up", "mount": "up", "network": "up", "files": "up",
             "environment": "up"}),
         "{start}"
     );
@@ -298,8 +303,8 @@ fn a_planted_secret_in_murs_environment_reaches_no_harness() {
 #[test]
 fn replacing_the_mur_binary_runs_nothing_of_the_harnesss() {
     let mut home = Home::new();
-    // A mur of this test's own, which the harness (running as the same user) may overwrite.
-    let bin = home.root.join("bin/mur");
+    // A mur in the work folder (a project's own build, say), which the harness may write.
+    let bin = home.work.join("bin/mur");
     std::fs::create_dir_all(bin.parent().unwrap()).unwrap();
     std::fs::copy(mur_bin(), &bin).unwrap();
     home.bin = bin.clone();
@@ -325,4 +330,41 @@ fn replacing_the_mur_binary_runs_nothing_of_the_harnesss() {
     let (again, _) = harness_runs(&run, "echo still-contained");
     assert_eq!(again["out"], "still-contained\n", "{again}");
     assert!(!marker.exists(), "the planted program ran");
+}
+
+#[test]
+fn the_harness_writes_only_its_work_folder_and_private_tmp() {
+    let home = Home::new();
+    // Another session of this folder, whose records the harness must not see.
+    let other = {
+        let m = home.write("other/murmur.yaml", &Fixture::default().yaml());
+        Launch::start(&home, &m, &[])
+    };
+    let run = jailed(&home, "");
+    let outside = home.root.join("outside.txt");
+    let sessions = home.records(&run.session).parent().unwrap().to_path_buf();
+    let (said, _) = harness_runs(
+        &run,
+        &format!(
+            "echo x > {outside}; echo outside=$?; echo x > ./inside.txt; echo inside=$?; \
+             echo x > \"$TMPDIR/t\"; echo tmp=$?; ls {sessions}; cat {trace} >/dev/null; \
+             echo other-trace=$?",
+            outside = outside.display(),
+            sessions = sessions.display(),
+            trace = home.records(&other.session).join("trace.jsonl").display(),
+        ),
+    );
+    assert_eq!(
+        said["out"],
+        format!(
+            "outside=2\ninside=0\ntmp=0\n{}\nother-trace=1\n",
+            run.session
+        ),
+        "{said}"
+    );
+    assert!(!outside.exists());
+    assert_eq!(
+        std::fs::read_to_string(home.work.join("inside.txt")).unwrap(),
+        "x\n"
+    );
 }

@@ -163,6 +163,9 @@ impl Home {
                 "MURMUR_HARNESS_ENV",
                 "FIXTURE_STATE FAKE_CLAUDE_LOG FAKE_CLAUDE_IGNORE_CONTROL FAKE_CODEX_IGNORE_SIGINT",
             )
+            // Test harnesses write pidfiles and logs beside the test's folders; the jail's
+            // files wall (tests/jail.rs unsets this) would keep them in the work folder.
+            .env("MURMUR_HARNESS_WRITABLE", &self.root)
             .env("PATH", search_path())
             .env("FIXTURE_STATE", self.root.join("fixture-state"))
             .current_dir(&self.work);

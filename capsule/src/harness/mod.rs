@@ -28,6 +28,7 @@ use crate::manifest::{
     InputDialect, Interrupt, Manifest, OutputDialect, ProcessDriver, PromptMode,
     CONTROL_REQUEST_BOUND,
 };
+use crate::process::files::FilesWall;
 use crate::process::{Contained, Containment, Exit, Spec};
 use crate::session::Session;
 use crate::stream::EventLog;
@@ -134,7 +135,57 @@ fn expand(arg: &str, a: &Attempt, guide_text: &str) -> String {
     out
 }
 
-fn build_spec(session: &Session, d: &Driver, a: &Attempt, grant: &Grant) -> Option<Spec> {
+/// The folder of the session's records that is a harness's private tmp (`TMPDIR`).
+pub const TMP_DIR: &str = "harness-tmp";
+
+/// The variable that names, for a whole run, more folders every harness may write (absolute
+/// paths separated by `:`), as `harness.env`'s run-wide twin `MURMUR_HARNESS_ENV` does for
+/// variables.
+pub const WRITABLE_ENV: &str = "MURMUR_HARNESS_WRITABLE";
+
+/// The files wall of an attempt of `session` (namespace mode): it writes only its work folder,
+/// its private tmp, its CLI's state folder and what `MURMUR_HARNESS_WRITABLE` names; of the
+/// records it sees only this session's own.
+fn files_wall(session: &Session, containment: &Containment) -> FilesWall {
+    let records = containment
+        .hidden
+        .first()
+        .and_then(|run| run.parent())
+        .map(|home| home.join("records"));
+    let mut keep = vec![session.records_dir.clone()];
+    if records.as_ref().is_some_and(|r| {
+        session.workdir.starts_with(r) && !session.workdir.starts_with(&session.records_dir)
+    }) {
+        keep.push(session.workdir.clone());
+    }
+    let mut writable = vec![session.workdir.clone(), session.records_dir.join(TMP_DIR)];
+    let state = session.records_dir.join(preset::STATE_DIR);
+    if state.is_dir() {
+        writable.push(state);
+    }
+    writable.extend(
+        std::env::var_os(WRITABLE_ENV)
+            .map(|v| {
+                std::env::split_paths(&v)
+                    .filter(|p| !p.as_os_str().is_empty())
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default(),
+    );
+    FilesWall {
+        records,
+        keep,
+        writable,
+    }
+}
+
+fn build_spec(
+    session: &Session,
+    d: &Driver,
+    a: &Attempt,
+    grant: &Grant,
+    files: FilesWall,
+) -> Option<Spec> {
     let wants_text = |c: &String| c.contains("{guide_text}") || c.contains("{guide_toml}");
     let guide_text = if d.command.iter().any(wants_text) {
         std::fs::read_to_string(a.guide).unwrap_or_default()
@@ -176,6 +227,7 @@ fn build_spec(session: &Session, d: &Driver, a: &Attempt, grant: &Grant) -> Opti
         ("MURMUR_DOOR_URL".into(), session.inside_url().into()),
         ("MURMUR_TASK_TOKEN".into(), a.token.into()),
         ("MURMUR_GUIDE".into(), a.guide.into()),
+        ("TMPDIR".into(), session.records_dir.join(TMP_DIR).into()),
     ]);
     env.extend(d.preset.env.iter().cloned());
     if let Some(s) = &a.resume {
@@ -187,6 +239,7 @@ fn build_spec(session: &Session, d: &Driver, a: &Attempt, grant: &Grant) -> Opti
         cwd: session.workdir.clone(),
         env,
         jail: Some(grant.ports()),
+        files: Some(files),
     })
 }
 
@@ -201,7 +254,11 @@ pub async fn run(
     mut wind_down: watch::Receiver<bool>,
 ) -> Ending {
     let grant = Grant::of(session, &d.preset.egress);
-    let Some(spec) = build_spec(session, d, a, &grant) else {
+    if let Err(e) = crate::private::create_dir_all(&session.records_dir.join(TMP_DIR)) {
+        return Ending::SpawnFailed(format!("the harness's private tmp could not be made: {e}"));
+    }
+    let files = files_wall(session, containment);
+    let Some(spec) = build_spec(session, d, a, &grant, files) else {
         return Ending::SpawnFailed("the driver's command is empty".into());
     };
     let program = spec.program.clone();

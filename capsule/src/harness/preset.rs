@@ -165,8 +165,17 @@ fn codex(policy: &HarnessPolicy, mur: &Path, state: Option<PathBuf>) -> std::io:
         "CODEX_*".into(),
     ];
     pass.extend(provider.and_then(|p| p.env_key));
+    let mut args = vec!["--sandbox".to_owned(), sandbox.to_owned()];
+    if policy.permissions == Permissions::Edit {
+        // In murmur's jail /tmp is read-only and TMPDIR is the attempt's private tmp: Codex's
+        // sandbox must not claim /tmp as a writable root (it would try to protect /tmp/.git).
+        args.extend([
+            "-c".into(),
+            "sandbox_workspace_write.exclude_slash_tmp=true".into(),
+        ]);
+    }
     Ok(Prepared {
-        args: vec!["--sandbox".into(), sandbox.into()],
+        args,
         env,
         egress: vec![crate::policy::shown(&endpoint)],
         pass,
@@ -295,6 +304,21 @@ mod tests {
     }
 
     #[test]
+    fn codex_edits_leave_slash_tmp_to_the_jail() {
+        let mur = Path::new("/opt/m/mur");
+        let edit = codex(&policy(Permissions::Edit, &[]), mur, None).unwrap();
+        assert_eq!(
+            edit.args,
+            [
+                "--sandbox",
+                "workspace-write",
+                "-c",
+                "sandbox_workspace_write.exclude_slash_tmp=true"
+            ]
+        );
+    }
+
+    #[test]
     fn codex_levels_and_rules() {
         let mur = Path::new("/opt/m/mur");
         for (level, sandbox) in [
@@ -303,7 +327,7 @@ mod tests {
             (Permissions::Full, "danger-full-access"),
         ] {
             let p = codex(&policy(level, &[]), mur, None).unwrap();
-            assert_eq!(p.args, ["--sandbox", sandbox]);
+            assert_eq!(p.args[..2], ["--sandbox", sandbox]);
         }
         assert_eq!(
             codex_rules(&policy(Permissions::Read, &["cargo test"]), mur),

@@ -31,6 +31,8 @@ pub struct Spec {
     /// In namespace mode, jail the program's network: these loopback ports are forwarded into
     /// its namespace (`Contained::ways_out` hands over their listeners and the proxy's).
     pub jail: Option<Vec<u16>>,
+    /// In namespace mode, the files wall around the program.
+    pub files: Option<super::files::FilesWall>,
 }
 
 /// How the contained program ended.
@@ -89,6 +91,7 @@ impl Contained {
             net: jail.is_some(),
             forward: spec.jail.clone().filter(|_| namespaces).unwrap_or_default(),
             jail_fd: jail.as_ref().map(|(_, theirs)| theirs.as_raw_fd()),
+            files: spec.files.clone().filter(|_| namespaces),
             probe: false,
             hide: containment.hidden.clone(),
             status_fd: Some(status_w.as_raw_fd()),

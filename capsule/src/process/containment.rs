@@ -99,15 +99,12 @@ impl Containment {
     /// The walls this containment puts up.
     pub fn walls(&self) -> Walls {
         let up = || "up".to_owned();
-        let files = "missing: the files wall (writes only to the work folder, a private tmp and \
-                     the CLI's state folder) is not built yet"
-            .to_owned();
         match self.mode {
             Mode::Namespaces => Walls {
                 pid: up(),
                 mount: up(),
                 network: up(),
-                files,
+                files: up(),
                 environment: up(),
             },
             Mode::Fallback => {
@@ -160,6 +157,7 @@ fn probe(mur: &Path, hidden: &[PathBuf]) -> Result<(), String> {
         net: true,
         forward: Vec::new(),
         jail_fd: None,
+        files: None,
         probe: true,
         hide: hidden.to_vec(),
         status_fd: None,

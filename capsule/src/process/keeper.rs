@@ -48,6 +48,8 @@ pub struct KeeperArgs {
     pub forward: Vec<u16>,
     /// The unix socket the jail's listeners go to the capsule on (`netns::send_listeners`).
     pub jail_fd: Option<RawFd>,
+    /// The files wall (namespace mode): what stays writable, what of the records is kept.
+    pub files: Option<super::files::FilesWall>,
     /// Set up the namespaces, then end without running anything (containment::detect).
     pub probe: bool,
     pub hide: Vec<PathBuf>,
@@ -83,6 +85,21 @@ impl KeeperArgs {
             out.push("--jail-fd".into());
             out.push(fd.to_string().into());
         }
+        if let Some(files) = &self.files {
+            out.push("--files".into());
+            if let Some(r) = &files.records {
+                out.push("--records".into());
+                out.push(r.into());
+            }
+            for k in &files.keep {
+                out.push("--keep".into());
+                out.push(k.into());
+            }
+            for w in &files.writable {
+                out.push("--writable".into());
+                out.push(w.into());
+            }
+        }
         for dir in &self.hide {
             out.push("--hide".into());
             out.push(dir.into());
@@ -117,6 +134,19 @@ impl KeeperArgs {
                         .push(u16::try_from(port).map_err(|_| "--forward needs a port")?);
                 }
                 Some("--jail-fd") => k.jail_fd = Some(number(args.next(), "--jail-fd")?),
+                Some("--files") => k.files = Some(Default::default()),
+                Some(flag @ ("--records" | "--keep" | "--writable")) => {
+                    let dir: PathBuf = args.next().ok_or(format!("{flag} needs a folder"))?.into();
+                    let files = k
+                        .files
+                        .as_mut()
+                        .ok_or(format!("{flag} comes after --files"))?;
+                    match flag {
+                        "--records" => files.records = Some(dir),
+                        "--keep" => files.keep.push(dir),
+                        _ => files.writable.push(dir),
+                    }
+                }
                 Some("--hide") => {
                     let dir = args.next().ok_or("--hide needs a folder")?;
                     k.hide.push(dir.into());
@@ -256,7 +286,12 @@ pub fn main(args: impl Iterator<Item = OsString>) -> i32 {
         become_subreaper();
         return supervise(&args, &mut status, Ending::Sweep, None);
     }
-    let jail = enter_namespaces(&args.hide, args.net).and_then(|()| open_ways_out(&args));
+    let jail = enter_namespaces(&args.hide, args.net)
+        .and_then(|()| match &args.files {
+            Some(wall) => super::files::raise(wall),
+            None => Ok(()),
+        })
+        .and_then(|()| open_ways_out(&args));
     let proxy = match jail {
         Ok(proxy) => proxy,
         Err(why) => {
@@ -677,6 +712,11 @@ mod tests {
             net: true,
             forward: vec![52222, 8080],
             jail_fd: Some(9),
+            files: Some(crate::process::files::FilesWall {
+                records: Some("/h/records".into()),
+                keep: vec!["/h/records/w/ses_1".into()],
+                writable: vec!["/w".into(), "/h/records/w/ses_1/harness-tmp".into()],
+            }),
             probe: false,
             hide: vec!["/home/me/.murmur/run".into()],
             status_fd: Some(7),
@@ -689,6 +729,7 @@ mod tests {
         let back = KeeperArgs::parse(argv.into_iter().skip(1)).unwrap();
         assert!(back.namespaces && !back.probe && back.net);
         assert_eq!((back.forward, back.jail_fd), (vec![52222, 8080], Some(9)));
+        assert_eq!(back.files, k.files);
         assert_eq!(back.hide, k.hide);
         assert_eq!((back.status_fd, back.parent), (Some(7), Some(4242)));
         assert_eq!(back.program, k.program);

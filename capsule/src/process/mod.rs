@@ -5,6 +5,7 @@
 
 mod contained;
 pub mod containment;
+pub mod files;
 pub mod keeper;
 pub mod netns;
 mod setup;

@@ -37,9 +37,7 @@ fn session_start() {
             walls: Some(Box::new(namespaces().walls())),
         },
         "session_start",
-        &format!(
-            r#""capsule":"worker","version":"0.1.0","pid":42,"url":"http://localhost:1","workdir":"/w","manifest":"/w/murmur.yaml","containment":"namespaces","walls":{{"pid":"up","mount":"up","network":"up","files":"{FILES}","environment":"up"}}"#
-        ),
+        r#""capsule":"worker","version":"0.1.0","pid":42,"url":"http://localhost:1","workdir":"/w","manifest":"/w/murmur.yaml","containment":"namespaces","walls":{"pid":"up","mount":"up","network":"up","files":"up","environment":"up"}"#,
     );
 }
 
@@ -182,10 +180,6 @@ fn task_end() {
     );
 }
 
-/// How the walls name the files wall this release does not build yet.
-const FILES: &str = "missing: the files wall (writes only to the work folder, a private tmp and \
-                     the CLI's state folder) is not built yet";
-
 fn namespaces() -> crate::process::Containment {
     crate::process::Containment {
         mode: Mode::Namespaces,
@@ -227,9 +221,7 @@ fn harness_start() {
             walls: Box::new(namespaces().walls()),
         },
         "harness_start",
-        &format!(
-            r#""task_id":"tsk_1","context_id":"ctx_1","pid":7,"command":null,"session_mode":"new","harness_session":null,"containment":"namespaces","walls":{{"pid":"up","mount":"up","network":"up","files":"{FILES}","environment":"up"}}"#
-        ),
+        r#""task_id":"tsk_1","context_id":"ctx_1","pid":7,"command":null,"session_mode":"new","harness_session":null,"containment":"namespaces","walls":{"pid":"up","mount":"up","network":"up","files":"up","environment":"up"}"#,
     );
 }
 

@@ -1,0 +1,202 @@
+//! The files half of an attempt's jail (DESIGN §8), raised by the keeper in the attempt's mount
+//! namespace: every mount is remounted read-only but the folders the harness may write (its
+//! work folder, a private tmp, its CLI's state folder, and what the manifest or
+//! `MURMUR_HARNESS_WRITABLE` adds), and `$MURMUR_HOME/records` is covered so that only this
+//! session's own records are there. A folder that cannot be kept, made writable or covered
+//! refuses the attempt: the wall never fails open.
+
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+use nix::fcntl::{open, OFlag};
+use nix::mount::{mount, MsFlags};
+use nix::sys::stat::Mode;
+
+/// What the keeper raises for one attempt.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FilesWall {
+    /// `$MURMUR_HOME/records`, covered so other sessions' records are out of sight.
+    pub records: Option<PathBuf>,
+    /// Folders under `records` brought back (this session's own records).
+    pub keep: Vec<PathBuf>,
+    /// Folders the harness may write.
+    pub writable: Vec<PathBuf>,
+}
+
+/// File systems with no files of the user's: a remount they refuse is no hole in the wall.
+const PSEUDO: [&str; 20] = [
+    "proc",
+    "sysfs",
+    "cgroup",
+    "cgroup2",
+    "devpts",
+    "mqueue",
+    "debugfs",
+    "tracefs",
+    "securityfs",
+    "pstore",
+    "bpf",
+    "configfs",
+    "fusectl",
+    "hugetlbfs",
+    "binfmt_misc",
+    "autofs",
+    "nsfs",
+    "efivarfs",
+    "rpc_pipefs",
+    "selinuxfs",
+];
+
+/// Raises the wall; call it in the attempt's own mount namespace, with its capabilities.
+pub fn raise(wall: &FilesWall) -> Result<(), String> {
+    for dir in wall.writable.iter().chain(&wall.keep) {
+        if !dir.is_absolute() || !dir.is_dir() {
+            return Err(format!(
+                "cannot let the harness at {}: it is not an absolute path to a folder",
+                dir.display()
+            ));
+        }
+    }
+    if let Some(records) = &wall.records {
+        cover_records(records, &wall.keep)?;
+    }
+    let cwd = std::env::current_dir().map_err(|e| format!("reading the work folder: {e}"))?;
+    for dir in &wall.writable {
+        mount(
+            Some(dir),
+            dir,
+            None::<&str>,
+            MsFlags::MS_BIND | MsFlags::MS_REC,
+            None::<&str>,
+        )
+        .map_err(|e| format!("keeping {} writable: {e}", dir.display()))?;
+    }
+    read_only_but(&wall.writable)?;
+    // The working folder was entered before the binds: entered again, it is the writable bind
+    // on top, not the read-only mount beneath it.
+    std::env::set_current_dir(&cwd).map_err(|e| format!("entering {}: {e}", cwd.display()))
+}
+
+/// Covers `records` with an empty tmpfs, then brings back each of `keep` (opened before the
+/// cover, since the cover takes their paths) at its own path.
+fn cover_records(records: &Path, keep: &[PathBuf]) -> Result<(), String> {
+    if !records.is_dir() {
+        return Err(format!(
+            "cannot hide {}: it is not a folder",
+            records.display()
+        ));
+    }
+    let held: Vec<(PathBuf, OwnedFd)> = keep
+        .iter()
+        .map(|k| {
+            open(
+                k.as_path(),
+                OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+                Mode::empty(),
+            )
+            // SAFETY: the descriptor was just opened, and nothing else owns it.
+            .map(|fd| (k.clone(), unsafe { OwnedFd::from_raw_fd(fd) }))
+            .map_err(|e| format!("keeping {}: {e}", k.display()))
+        })
+        .collect::<Result<_, _>>()?;
+    mount(
+        Some("tmpfs"),
+        records,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+        Some("mode=0700,size=64k"),
+    )
+    .map_err(|e| format!("hiding {}: {e}", records.display()))?;
+    for (path, fd) in held {
+        let Ok(below) = path.strip_prefix(records) else {
+            continue;
+        };
+        let target = records.join(below);
+        std::fs::create_dir_all(&target)
+            .map_err(|e| format!("bringing back {}: {e}", path.display()))?;
+        let source = format!("/proc/self/fd/{}", fd.as_raw_fd());
+        mount(
+            Some(source.as_str()),
+            &target,
+            None::<&str>,
+            MsFlags::MS_BIND | MsFlags::MS_REC,
+            None::<&str>,
+        )
+        .map_err(|e| format!("bringing back {}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// Remounts every mount read-only but those at `writable`, keeping each mount's own flags (the
+/// kernel refuses to clear a flag a less privileged namespace locked).
+fn read_only_but(writable: &[PathBuf]) -> Result<(), String> {
+    let table = std::fs::read_to_string("/proc/self/mountinfo")
+        .map_err(|e| format!("reading the mount table: {e}"))?;
+    for line in table.lines() {
+        let Some((left, right)) = line.split_once(" - ") else {
+            continue;
+        };
+        let fields: Vec<&str> = left.split(' ').collect();
+        let (Some(point), Some(options)) = (fields.get(4), fields.get(5)) else {
+            continue;
+        };
+        let point = PathBuf::from(unescape(point));
+        if writable.contains(&point) {
+            continue;
+        }
+        let fstype = right.split(' ').next().unwrap_or("");
+        let mut flags = MsFlags::MS_REMOUNT | MsFlags::MS_BIND | MsFlags::MS_RDONLY;
+        for option in options.split(',') {
+            flags |= match option {
+                "nosuid" => MsFlags::MS_NOSUID,
+                "nodev" => MsFlags::MS_NODEV,
+                "noexec" => MsFlags::MS_NOEXEC,
+                "noatime" => MsFlags::MS_NOATIME,
+                "nodiratime" => MsFlags::MS_NODIRATIME,
+                "relatime" => MsFlags::MS_RELATIME,
+                "strictatime" => MsFlags::MS_STRICTATIME,
+                _ => MsFlags::empty(),
+            };
+        }
+        if let Err(e) = mount(None::<&str>, &point, None::<&str>, flags, None::<&str>) {
+            if !PSEUDO.contains(&fstype) {
+                return Err(format!("making {} read-only: {e}", point.display()));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A mountinfo path with its octal escapes (`\040` for a space) decoded.
+fn unescape(field: &str) -> String {
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'\\' && i + 4 <= bytes.len() {
+            if let Ok(n) = u8::from_str_radix(&field[i + 1..i + 4], 8) {
+                out.push(n);
+                i += 4;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    CString::new(out)
+        .map(|c| c.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| field.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unescape;
+
+    #[test]
+    fn mountinfo_escapes_are_decoded() {
+        assert_eq!(unescape("/a\\040b"), "/a b");
+        assert_eq!(unescape("/plain"), "/plain");
+        assert_eq!(unescape("/end\\"), "/end\\");
+    }
+}
