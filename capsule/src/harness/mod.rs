@@ -152,7 +152,9 @@ fn files_wall(session: &Session, containment: &Containment) -> FilesWall {
         .first()
         .and_then(|run| run.parent())
         .map(|home| home.join("records"));
-    let mut keep = vec![session.records_dir.clone()];
+    // The session's own records, and the manifest's folder (its harness's scripts live there),
+    // stay in sight whatever a cover hides.
+    let mut keep = vec![session.records_dir.clone(), session.manifest.dir.clone()];
     if records.as_ref().is_some_and(|r| {
         session.workdir.starts_with(r) && !session.workdir.starts_with(&session.records_dir)
     }) {

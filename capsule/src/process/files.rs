@@ -1,9 +1,11 @@
 //! The files half of an attempt's jail (DESIGN §8), raised by the keeper in the attempt's mount
 //! namespace: every mount is remounted read-only but the folders the harness may write (its
-//! work folder, a private tmp, its CLI's state folder, and what the manifest or
-//! `MURMUR_HARNESS_WRITABLE` adds), and `$MURMUR_HOME/records` is covered so that only this
-//! session's own records are there. A folder that cannot be kept, made writable or covered
-//! refuses the attempt: the wall never fails open.
+//! work folder, its private tmp, its CLI's state folder, and what `MURMUR_HARNESS_WRITABLE`
+//! adds); `/tmp` and the user's runtime folder are private, empty tmpfs (the user's agent
+//! sockets are not there); and `$MURMUR_HOME/records` is covered so that only this session's
+//! own records are there. The folders the harness needs are brought back at their own paths.
+//! A folder that cannot be kept, made writable or covered refuses the attempt: the wall never
+//! fails open.
 
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -48,6 +50,18 @@ const PSEUDO: [&str; 20] = [
     "selinuxfs",
 ];
 
+/// Folders covered by a private, writable tmpfs, so that what other programs of the user's keep
+/// there (an ssh or gpg agent's socket, another program's temp files) is out of sight: the
+/// shared temp folder, and the user's runtime folder (`/run/user/<uid>`).
+fn private_folders() -> Vec<PathBuf> {
+    let uid = nix::unistd::geteuid().as_raw();
+    ["/tmp".to_owned(), format!("/run/user/{uid}")]
+        .into_iter()
+        .map(PathBuf::from)
+        .filter(|d| d.is_dir())
+        .collect()
+}
+
 /// Raises the wall; call it in the attempt's own mount namespace, with its capabilities.
 pub fn raise(wall: &FilesWall) -> Result<(), String> {
     for dir in wall.writable.iter().chain(&wall.keep) {
@@ -58,37 +72,12 @@ pub fn raise(wall: &FilesWall) -> Result<(), String> {
             ));
         }
     }
-    if let Some(records) = &wall.records {
-        cover_records(records, &wall.keep)?;
-    }
     let cwd = std::env::current_dir().map_err(|e| format!("reading the work folder: {e}"))?;
-    for dir in &wall.writable {
-        mount(
-            Some(dir),
-            dir,
-            None::<&str>,
-            MsFlags::MS_BIND | MsFlags::MS_REC,
-            None::<&str>,
-        )
-        .map_err(|e| format!("keeping {} writable: {e}", dir.display()))?;
-    }
-    read_only_but(&wall.writable)?;
-    // The working folder was entered before the binds: entered again, it is the writable bind
-    // on top, not the read-only mount beneath it.
-    std::env::set_current_dir(&cwd).map_err(|e| format!("entering {}: {e}", cwd.display()))
-}
-
-/// Covers `records` with an empty tmpfs, then brings back each of `keep` (opened before the
-/// cover, since the cover takes their paths) at its own path.
-fn cover_records(records: &Path, keep: &[PathBuf]) -> Result<(), String> {
-    if !records.is_dir() {
-        return Err(format!(
-            "cannot hide {}: it is not a folder",
-            records.display()
-        ));
-    }
-    let held: Vec<(PathBuf, OwnedFd)> = keep
+    // Held before anything is covered: a cover takes the paths of what lies beneath it.
+    let mut held: Vec<(PathBuf, OwnedFd)> = wall
+        .keep
         .iter()
+        .chain(&wall.writable)
         .map(|k| {
             open(
                 k.as_path(),
@@ -100,19 +89,54 @@ fn cover_records(records: &Path, keep: &[PathBuf]) -> Result<(), String> {
             .map_err(|e| format!("keeping {}: {e}", k.display()))
         })
         .collect::<Result<_, _>>()?;
+    // Outer folders come back first, so a folder inside one lands on top of it.
+    held.sort_by_key(|(p, _)| p.components().count());
+    let private = private_folders();
+    for dir in &private {
+        cover(dir, "mode=1777", &held)?;
+    }
+    if let Some(records) = &wall.records {
+        if !records.is_dir() {
+            return Err(format!(
+                "cannot hide {}: it is not a folder",
+                records.display()
+            ));
+        }
+        cover(records, "mode=0700,size=64k", &held)?;
+    }
+    for dir in &wall.writable {
+        mount(
+            Some(dir),
+            dir,
+            None::<&str>,
+            MsFlags::MS_BIND | MsFlags::MS_REC,
+            None::<&str>,
+        )
+        .map_err(|e| format!("keeping {} writable: {e}", dir.display()))?;
+    }
+    let open: Vec<PathBuf> = wall.writable.iter().chain(&private).cloned().collect();
+    read_only_but(&open)?;
+    // The working folder was entered before the binds: entered again, it is the writable bind
+    // on top, not the read-only mount beneath it.
+    std::env::set_current_dir(&cwd).map_err(|e| format!("entering {}: {e}", cwd.display()))
+}
+
+/// Covers `dir` with an empty tmpfs, then brings back each of `held` that lies beneath it at
+/// its own path.
+fn cover(dir: &Path, options: &str, held: &[(PathBuf, OwnedFd)]) -> Result<(), String> {
     mount(
         Some("tmpfs"),
-        records,
+        dir,
         Some("tmpfs"),
-        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
-        Some("mode=0700,size=64k"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some(options),
     )
-    .map_err(|e| format!("hiding {}: {e}", records.display()))?;
+    .map_err(|e| format!("covering {}: {e}", dir.display()))?;
     for (path, fd) in held {
-        let Ok(below) = path.strip_prefix(records) else {
+        let Ok(below) = path.strip_prefix(dir) else {
             continue;
         };
-        let target = records.join(below);
+        let target = dir.join(below);
         std::fs::create_dir_all(&target)
             .map_err(|e| format!("bringing back {}: {e}", path.display()))?;
         let source = format!("/proc/self/fd/{}", fd.as_raw_fd());
@@ -160,6 +184,10 @@ fn read_only_but(writable: &[PathBuf]) -> Result<(), String> {
             };
         }
         if let Err(e) = mount(None::<&str>, &point, None::<&str>, flags, None::<&str>) {
+            // A mount whose path a cover took is out of reach: nothing can be written there.
+            if e == nix::errno::Errno::ENOENT && !point.exists() {
+                continue;
+            }
             if !PSEUDO.contains(&fstype) {
                 return Err(format!("making {} read-only: {e}", point.display()));
             }
