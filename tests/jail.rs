@@ -400,3 +400,41 @@ fn an_agent_socket_of_the_users_is_out_of_reach() {
     assert!(listener.accept().is_err(), "the socket took a connection");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_manifest_that_requires_a_wall_is_refused_where_it_is_missing() {
+    let home = Home::new();
+    let manifest = home.write(
+        "murmur.yaml",
+        &format!(
+            "{}harness:\n  require: [network, files]\n",
+            Fixture::default().yaml()
+        ),
+    );
+    let out = home
+        .mur()
+        .env("MURMUR_CONTAINMENT", "fallback")
+        .args(["run", "--manifest"])
+        .arg(&manifest)
+        .args(["--task", "hi"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!(
+            "error[E-RUN-050]: {} requires the network wall (harness.require), which is missing: \
+             fallback mode, MURMUR_CONTAINMENT=fallback asks for it\n  hint: run it where the \
+             kernel grants unprivileged user, PID, mount and network namespaces (`mur install` \
+             lists the walls), or drop that wall from harness.require\n",
+            manifest.display()
+        )
+    );
+    let sessions = home.records("none").parent().unwrap().to_path_buf();
+    let started = std::fs::read_dir(&sessions).map(|d| d.count()).unwrap_or(0);
+    assert_eq!(started, 0, "nothing started");
+    // Where the walls stand, it runs.
+    let run = jailed(&home, "harness:\n  require: [network, files]\n");
+    let (said, _) = harness_runs(&run, "echo walled");
+    assert_eq!(said["out"], "walled\n");
+}

@@ -291,7 +291,16 @@ fn worker_of(m: &manifest::Manifest, config: &CapsuleConfig) -> Result<agent::Wo
         return http_agent(m).map(agent::Worker::Http);
     }
     let driver = crate::harness::driver_for(m, &config.mur_exe, &config.records_dir)?;
-    Ok(agent::Worker::Harness(driver, contain(config)?))
+    let containment = contain(config)?;
+    // A capsule started without `mur run`'s check (a sub-capsule, a pod) holds to it too.
+    if let Some((wall, state)) = containment.walls().first_missing(&m.harness.require) {
+        return Err(format!(
+            "{} requires the {} wall (harness.require), which is {state}",
+            m.path.display(),
+            wall.as_str()
+        ));
+    }
+    Ok(agent::Worker::Harness(driver, containment))
 }
 
 /// The http driver of a manifest on `inference.transport: http`.

@@ -270,6 +270,7 @@ mod tests {
                 .collect(),
             state: StateHome::User,
             env: Vec::new(),
+            require: Vec::new(),
         }
     }
 

@@ -9,12 +9,12 @@ use crate::manifest::builtin::Builtin;
 use crate::manifest::error::{ErrorCode, ManifestError};
 use crate::manifest::keypath::KeyPath;
 use crate::manifest::model::{
-    Artifact, HarnessPolicy, Inference, Permissions, StateHome, Transport,
+    Artifact, HarnessPolicy, Inference, Permissions, StateHome, Transport, Wall,
 };
 use crate::manifest::reader::Reader;
 use serde_yaml::Value;
 
-const KEYS: [&str; 4] = ["permissions", "allow_commands", "state", "env"];
+const KEYS: [&str; 5] = ["permissions", "allow_commands", "state", "env", "require"];
 
 /// The keys only the CLI presets read; `env` serves every process driver.
 const PRESET_KEYS: [&str; 3] = ["permissions", "allow_commands", "state"];
@@ -95,12 +95,32 @@ pub fn read(
             env.push(name);
         }
     }
+    let mut require = Vec::new();
+    if let Some(v) = f.get("require") {
+        let list_path = f.path("require");
+        let Value::Sequence(items) = v else {
+            return Err(r.bad(
+                &list_path,
+                "a list of walls",
+                v,
+                "write e.g. require: [network, files]",
+            ));
+        };
+        let names = Wall::ALL.map(|w| w.as_str());
+        for (i, item) in items.iter().enumerate() {
+            let wall = Wall::ALL[r.choice(item, &list_path.index(i), &names)?];
+            if !require.contains(&wall) {
+                require.push(wall);
+            }
+        }
+    }
     Ok(Some(Written {
         policy: HarnessPolicy {
             permissions,
             allow_commands,
             state,
             env,
+            require,
         },
         preset_keys: PRESET_KEYS.into_iter().filter(|k| f.contains(k)).collect(),
     }))

@@ -37,6 +37,6 @@ pub use load::{load, load_document, load_str, Document};
 pub use model::{
     AfterTask, Artifact, Authentication, Capabilities, ContextLimits, Exports, Gateway,
     HarnessPolicy, Inference, InputDialect, Interrupt, Lifecycle, Manifest, Network, OutputDialect,
-    Permissions, ProcessDriver, PromptMode, StateHome, TaskAcceptance, Transport,
+    Permissions, ProcessDriver, PromptMode, StateHome, TaskAcceptance, Transport, Wall,
     CONTROL_REQUEST_BOUND,
 };

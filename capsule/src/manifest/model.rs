@@ -322,6 +322,41 @@ pub struct HarnessPolicy {
     /// `env`: names of variables of murmur's environment the harness also receives, beside
     /// the allow list every harness gets (DESIGN §8). Any process driver reads it.
     pub env: Vec<String>,
+    /// `require`: walls of the jail a harness of this capsule may not run without; a launch
+    /// where one is missing is refused (E-RUN-050).
+    pub require: Vec<Wall>,
+}
+
+/// One wall of the jail (DESIGN §8), as `harness.require` and the trace's `walls` name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wall {
+    Pid,
+    Mount,
+    Network,
+    Files,
+    Environment,
+}
+
+impl Wall {
+    /// Every wall, in the order they are reported.
+    pub const ALL: [Wall; 5] = [
+        Wall::Pid,
+        Wall::Mount,
+        Wall::Network,
+        Wall::Files,
+        Wall::Environment,
+    ];
+
+    /// The manifest's and the trace's spelling.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Wall::Pid => "pid",
+            Wall::Mount => "mount",
+            Wall::Network => "network",
+            Wall::Files => "files",
+            Wall::Environment => "environment",
+        }
+    }
 }
 
 /// `harness.permissions`.

@@ -58,6 +58,29 @@ pub struct Walls {
 }
 
 impl Walls {
+    /// The state of `wall`: `"up"`, or `"missing: <why>"`.
+    pub fn of(&self, wall: crate::manifest::Wall) -> &str {
+        use crate::manifest::Wall;
+        match wall {
+            Wall::Pid => &self.pid,
+            Wall::Mount => &self.mount,
+            Wall::Network => &self.network,
+            Wall::Files => &self.files,
+            Wall::Environment => &self.environment,
+        }
+    }
+
+    /// The first of `required` that is not up, with its state.
+    pub fn first_missing(
+        &self,
+        required: &[crate::manifest::Wall],
+    ) -> Option<(crate::manifest::Wall, &str)> {
+        required
+            .iter()
+            .map(|w| (*w, self.of(*w)))
+            .find(|(_, state)| *state != "up")
+    }
+
     /// Each wall with its state, in the order they are listed.
     pub fn rows(&self) -> [(&'static str, &str); 5] {
         [

@@ -60,15 +60,28 @@ fn contain(plan: &Plan) -> CliResult<Option<Containment>> {
     // The probe hides the folder as an attempt will, so it must exist to be tried.
     let run_dir = records::run_dir();
     let _ = capsule::private::create_dir_all(&run_dir);
-    Containment::detect(&exe, vec![run_dir])
-        .map(Some)
-        .map_err(|why| {
-            CliError::new(
+    let containment = Containment::detect(&exe, vec![run_dir]).map_err(|why| {
+        CliError::new(
+            Code::Containment,
+            why,
+            "unset MURMUR_CONTAINMENT (or set it to auto) to use the fallback; `mur install` says which mode is in force",
+        )
+    })?;
+    let walls = containment.walls();
+    for m in &plan.members {
+        if let Some((wall, state)) = walls.first_missing(&m.manifest.harness.require) {
+            return Err(CliError::new(
                 Code::Containment,
-                why,
-                "unset MURMUR_CONTAINMENT (or set it to auto) to use the fallback; `mur install` says which mode is in force",
-            )
-        })
+                format!(
+                    "{} requires the {} wall (harness.require), which is {state}",
+                    m.manifest.path.display(),
+                    wall.as_str()
+                ),
+                "run it where the kernel grants unprivileged user, PID, mount and network namespaces (`mur install` lists the walls), or drop that wall from harness.require",
+            ));
+        }
+    }
+    Ok(Some(containment))
 }
 
 fn task_text(task: &str) -> CliResult<String> {

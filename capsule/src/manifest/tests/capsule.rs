@@ -228,6 +228,7 @@ fn presets_are_accepted_without_a_process_block() {
             allow_commands: vec![vec!["cargo".into(), "test".into()], vec!["make".into()]],
             state: StateHome::Capsule,
             env: Vec::new(),
+            require: Vec::new(),
         }
     );
     // transport follows the driver when not written

@@ -673,6 +673,22 @@ fn e005_the_harness_block_and_what_it_applies_to() {
         ErrorCode::UnknownKey,
         "harness.sandbox",
         "error[E-MAN-003]: worker/murmur.yaml: harness.sandbox is not a manifest key\n  hint: \
-         the keys of harness are permissions, allow_commands, state, env",
+         the keys of harness are permissions, allow_commands, state, env, require",
+    );
+    refused(
+        &format!("{own}harness: {{ require: [network, walls] }}\n"),
+        ErrorCode::BadValue,
+        "harness.require[1]",
+        "error[E-MAN-005]: worker/murmur.yaml: harness.require[1] must be one of pid, mount, \
+         network, files, environment, not \"walls\"\n  hint: accepted values are pid, mount, \
+         network, files, environment",
+    );
+    let m = super::parse(&format!(
+        "{own}harness: {{ require: [files, network, files] }}\n"
+    ))
+    .unwrap();
+    assert_eq!(
+        m.harness.require,
+        [crate::manifest::Wall::Files, crate::manifest::Wall::Network]
     );
 }
