@@ -438,3 +438,50 @@ fn a_manifest_that_requires_a_wall_is_refused_where_it_is_missing() {
     let (said, _) = harness_runs(&run, "echo walled");
     assert_eq!(said["out"], "walled\n");
 }
+
+#[test]
+fn the_formations_wiring_files_and_the_capsules_processes_are_out_of_reach() {
+    let home = Home::new();
+    // A running formation of the same user: its members' wiring files sit in $MURMUR_HOME/run.
+    let (formation, _members) = Launch::start_formation(
+        &home,
+        &repo_root().join("manifests/split/formation.yaml"),
+        &[],
+    );
+    let run_dir = home.home.join("run");
+    let wiring: Vec<_> = std::fs::read_dir(&run_dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "wiring"))
+        .collect();
+    assert!(!wiring.is_empty(), "the formation wrote its wiring");
+    let run = jailed(&home, "");
+    let capsule = descendants(run.pid())
+        .into_iter()
+        .find(|p| cmdline(*p).contains("__capsule"))
+        .unwrap();
+    let (said, _) = harness_runs(
+        &run,
+        &format!(
+            "ls -A {run}; cat {wiring}; ls /proc/{pid}/root; cat /proc/{pid}/environ; kill -0 {pid}; \
+             python3 -c 'import ctypes; print(ctypes.CDLL(None).ptrace(16, {pid}, 0, 0))'",
+            run = run_dir.display(),
+            wiring = wiring[0].display(),
+            pid = capsule
+        ),
+    );
+    // The run folder is empty, the wiring unreadable; the capsule's pid is not in the
+    // harness's PID namespace, so neither /proc, signals nor ptrace (PTRACE_ATTACH) reach it.
+    assert_eq!(said["out"], "-1\n", "{said}");
+    let err = said["err"].as_str().unwrap();
+    assert!(
+        err.contains(&format!(
+            "cat: {}: No such file or directory",
+            wiring[0].display()
+        )),
+        "{err}"
+    );
+    assert!(err.contains(&format!("/proc/{capsule}/root")), "{err}");
+    drop(formation);
+}
