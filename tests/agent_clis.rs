@@ -218,6 +218,9 @@ impl World {
             ),
             ("ANTHROPIC_API_KEY", "sk-ant-fake".into()),
             ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".into()),
+            // The CLIs run as users' would: nothing of the test's folders writable (HOME
+            // included), only what the jail opens.
+            ("MURMUR_HARNESS_WRITABLE", String::new()),
         ];
         World {
             home,

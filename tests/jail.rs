@@ -12,7 +12,6 @@
 //!   gets none of its code run by the next attempt's keeper (started as `/proc/self/exe`);
 //! - files: it writes its work folder and its private tmp, nothing else of the user's, and of
 //!   the records it sees only its own session's;
-//! - the user's agent socket (a unix socket under `/tmp`): out of sight, no connection;
 //! - root's mounts: run as root (as it is here), the harness holds no capability that could
 //!   unmount the hide over `$MURMUR_HOME/run`, and the token files stay out of sight.
 //!
@@ -368,37 +367,6 @@ fn the_harness_writes_only_its_work_folder_and_private_tmp() {
         std::fs::read_to_string(home.work.join("inside.txt")).unwrap(),
         "x\n"
     );
-}
-
-#[test]
-fn an_agent_socket_of_the_users_is_out_of_reach() {
-    let home = Home::new();
-    // An ssh-agent-like socket of the user's, where agents keep them: a folder of its own under
-    // /tmp, outside the test's folders (which the manifest's folder brings back).
-    let dir = std::env::temp_dir().join(format!(
-        "murmur-ssh-{}-{}",
-        std::process::id(),
-        home.root.file_name().unwrap().to_string_lossy()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("agent.sock");
-    let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let run = jailed(&home, "");
-    let (said, _) = harness_runs(
-        &run,
-        &format!(
-            "python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); s.connect('{}')\"",
-            path.display()
-        ),
-    );
-    assert_ne!(said["code"], 0, "{said}");
-    assert!(
-        said["err"].as_str().unwrap().contains("FileNotFoundError"),
-        "{said}"
-    );
-    assert!(listener.accept().is_err(), "the socket took a connection");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

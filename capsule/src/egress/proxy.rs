@@ -74,10 +74,12 @@ pub async fn serve(mut conn: TcpStream, session: &Session, task: &str, admitted:
         return;
     };
     if connect {
+        // Bytes a client sent past the CONNECT head (an eager TLS hello) belong to the tunnel.
         if conn
             .write_all(b"HTTP/1.1 200 Connection Established\r\n\r\n")
             .await
             .is_err()
+            || outside.write_all(&head.rest).await.is_err()
         {
             return;
         }

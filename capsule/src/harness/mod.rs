@@ -146,15 +146,32 @@ pub const WRITABLE_ENV: &str = "MURMUR_HARNESS_WRITABLE";
 /// The files wall of an attempt of `session` (namespace mode): it writes only its work folder,
 /// its private tmp, its CLI's state folder and what `MURMUR_HARNESS_WRITABLE` names; of the
 /// records it sees only this session's own.
-fn files_wall(session: &Session, containment: &Containment) -> FilesWall {
+fn files_wall(session: &Session, containment: &Containment, d: &Driver) -> FilesWall {
     let records = containment
         .hidden
         .first()
         .and_then(|run| run.parent())
         .map(|home| home.join("records"));
-    // The session's own records, and the manifest's folder (its harness's scripts live there),
-    // stay in sight whatever a cover hides.
+    // What the harness runs stays in sight whatever a cover (a private /tmp) hides: the
+    // session's own records, the manifest's folder, the folder of every file the driver's
+    // command names by path, and `mur`'s own folder (the helpers).
     let mut keep = vec![session.records_dir.clone(), session.manifest.dir.clone()];
+    let named = d
+        .command
+        .iter()
+        .map(Path::new)
+        .filter(|p| p.is_absolute())
+        .chain(std::iter::once(session.mur_exe.as_path()));
+    for path in named {
+        let dir = if path.is_dir() {
+            Some(path)
+        } else {
+            path.parent()
+        };
+        if let Some(dir) = dir.filter(|d| d.is_dir() && !keep.iter().any(|k| k == d)) {
+            keep.push(dir.to_path_buf());
+        }
+    }
     if records.as_ref().is_some_and(|r| {
         session.workdir.starts_with(r) && !session.workdir.starts_with(&session.records_dir)
     }) {
@@ -259,7 +276,7 @@ pub async fn run(
     if let Err(e) = crate::private::create_dir_all(&session.records_dir.join(TMP_DIR)) {
         return Ending::SpawnFailed(format!("the harness's private tmp could not be made: {e}"));
     }
-    let files = files_wall(session, containment);
+    let files = files_wall(session, containment, d);
     let Some(spec) = build_spec(session, d, a, &grant, files) else {
         return Ending::SpawnFailed("the driver's command is empty".into());
     };

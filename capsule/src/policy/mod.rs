@@ -3,9 +3,11 @@
 //! connection to. A destination not on the list is refused before any packet is sent.
 //!
 //! The check and the connection are one path: [`check`] answers an [`Allowed`] destination,
-//! which only it can make, and [`dial`] — the one place in the capsule that opens an outbound
-//! TCP connection — takes nothing else. So no caller can connect without the check, and a
-//! test (`only_the_policy_dials` below) keeps every other file from opening a socket.
+//! which only this module makes — by the check, or for the two destinations a capsule reaches
+//! by its own declaration ([`gateway`], its http driver's endpoint; [`own_door`], its door as
+//! its jailed harness reaches it) — and [`dial`], the one place in the capsule that opens an
+//! outbound TCP connection, takes nothing else. So no caller can connect without one of them,
+//! and a test (`only_the_policy_dials` below) keeps every other file from opening a socket.
 //!
 //! Matching (`docs/choices.md`, "Outbound messages"):
 //! - `host` allows every port of that host, `host:port` that port, `scheme://host[:port]` that
@@ -41,7 +43,7 @@ impl fmt::Display for Refusal {
     }
 }
 
-/// A destination the allow list lets through: made only by [`check`], taken by [`dial`].
+/// A destination the capsule may reach: made only in this module, taken by [`dial`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Allowed {
     target: Target,
@@ -66,23 +68,24 @@ pub fn shown(url: &str) -> String {
 /// for the capsule's peers (the guide's orchestrator lists only its worker, and still reaches
 /// its provider). The endpoint was checked when the driver was built (`inference::Endpoint`).
 pub fn gateway(url: &str) -> Result<Allowed, Refusal> {
+    declared(url, "gateway.endpoint is not one this capsule can reach")
+}
+
+/// A destination the capsule reaches by its own declaration, not by the allow list; `what`
+/// says what it is when `url` does not read.
+fn declared(url: &str, what: &str) -> Result<Allowed, Refusal> {
     Target::parse(url)
         .map(|target| Allowed { target })
         .map_err(|why| Refusal {
             destination: url.to_owned(),
-            reason: format!("gateway.endpoint is not one this capsule can reach: {why}"),
+            reason: format!("{what}: {why}"),
         })
 }
 
 /// The capsule's own door (`http://localhost:PORT`), which a jailed harness reaches through a
 /// port forwarded into its namespace: its helpers' one way to the capsule, on no allow list.
 pub fn own_door(url: &str) -> Result<Allowed, Refusal> {
-    Target::parse(url)
-        .map(|target| Allowed { target })
-        .map_err(|why| Refusal {
-            destination: url.to_owned(),
-            reason: format!("the capsule's own door is not an address: {why}"),
-        })
+    declared(url, "the capsule's own door is not an address")
 }
 
 /// Checks `url` against `allow` (entries as written; an entry that does not parse allows

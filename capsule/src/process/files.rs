@@ -1,9 +1,9 @@
 //! The files half of an attempt's jail (DESIGN §8), raised by the keeper in the attempt's mount
 //! namespace: every mount is remounted read-only but the folders the harness may write (its
 //! work folder, its private tmp, its CLI's state folder, and what `MURMUR_HARNESS_WRITABLE`
-//! adds); `/tmp` and the user's runtime folder are private, empty tmpfs (the user's agent
-//! sockets are not there); and `$MURMUR_HOME/records` is covered so that only this session's
-//! own records are there. The folders the harness needs are brought back at their own paths.
+//! adds); the user's runtime folder is a private, empty tmpfs (the user's agent sockets are not
+//! there); and `$MURMUR_HOME/records` is covered so that only this session's own records are
+//! there. The folders the harness needs are brought back at their own paths.
 //! A folder that cannot be kept, made writable or covered refuses the attempt: the wall never
 //! fails open.
 
@@ -51,13 +51,14 @@ const PSEUDO: [&str; 20] = [
 ];
 
 /// Folders covered by a private, writable tmpfs, so that what other programs of the user's keep
-/// there (an ssh or gpg agent's socket, another program's temp files) is out of sight: the
-/// shared temp folder, and the user's runtime folder (`/run/user/<uid>`).
+/// there (an ssh or gpg agent's socket) is out of sight: the user's runtime folder
+/// (`/run/user/<uid>`), where it exists. `/tmp` is not covered: programs and work folders live
+/// under it too (a clone in `/tmp`, its build, its node_modules), and a cover would hide them
+/// from the harness; it stays read-only instead, with `TMPDIR` private.
 fn private_folders() -> Vec<PathBuf> {
     let uid = nix::unistd::geteuid().as_raw();
-    ["/tmp".to_owned(), format!("/run/user/{uid}")]
+    Some(PathBuf::from(format!("/run/user/{uid}")))
         .into_iter()
-        .map(PathBuf::from)
         .filter(|d| d.is_dir())
         .collect()
 }
