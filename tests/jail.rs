@@ -453,3 +453,38 @@ fn the_formations_wiring_files_and_the_capsules_processes_are_out_of_reach() {
     assert!(err.contains(&format!("/proc/{capsule}/root")), "{err}");
     drop(formation);
 }
+
+#[test]
+fn mur_watch_names_each_egress_refusal() {
+    let home = Home::new();
+    let run = jailed(&home, "");
+    let mut watch = home
+        .mur()
+        .args(["watch", &run.session])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let sink = lines.clone();
+    let out = watch.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(std::io::BufReader::new(out)).map_while(Result::ok) {
+            sink.lock().unwrap().push(line);
+        }
+    });
+    // The watch is connected once the door's connection-ack is printed.
+    assert!(wait_until(Duration::from_secs(30), || lines
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|l| l == "[connection-ack]")));
+    let (_, task) = harness_runs(&run, "curl -s -m 5 http://unlisted.example/");
+    let expected = format!("{}  egress refused  unlisted.example:80", &task[..12]);
+    let seen = wait_until(Duration::from_secs(30), || {
+        lines.lock().unwrap().contains(&expected)
+    });
+    let _ = watch.kill();
+    let _ = watch.wait();
+    assert!(seen, "no line {expected:?} in {:?}", lines.lock().unwrap());
+}

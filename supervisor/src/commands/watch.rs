@@ -1,5 +1,7 @@
 //! `mur watch ADDRESS | --url HOST:PORT`: a client of murmur.WatchSession, printing one
-//! readable line per event until the capsule closes the stream.
+//! readable line per event until the capsule closes the stream. Watching a session by its
+//! address also follows its trace for the jail's egress refusals, which no stream frame carries
+//! (the stream extension's frames are a closed list).
 
 use std::time::Duration;
 
@@ -79,8 +81,65 @@ pub fn describe(result: &Value) -> String {
     result.to_string()
 }
 
+/// How often the trace is read again for new refusals.
+const TRACE_EVERY: Duration = Duration::from_millis(250);
+
+/// Prints each `egress_denied` record written to `trace` from now on, as
+/// `<task>  egress refused  host:port`, until the watch ends.
+async fn follow_refusals(trace: std::path::PathBuf) {
+    use tokio::io::{AsyncReadExt, AsyncSeekExt};
+    let mut offset = tokio::fs::metadata(&trace)
+        .await
+        .map(|m| m.len())
+        .unwrap_or(0);
+    let mut pending: Vec<u8> = Vec::new();
+    let mut every = tokio::time::interval(TRACE_EVERY);
+    loop {
+        every.tick().await;
+        let Ok(mut file) = tokio::fs::File::open(&trace).await else {
+            continue;
+        };
+        if file.seek(std::io::SeekFrom::Start(offset)).await.is_err() {
+            continue;
+        }
+        let mut fresh = Vec::new();
+        let Ok(n) = file.read_to_end(&mut fresh).await else {
+            continue;
+        };
+        offset += n as u64;
+        pending.extend_from_slice(&fresh);
+        while let Some(end) = pending.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = pending.drain(..=end).collect();
+            let Ok(v) = serde_json::from_slice::<Value>(&line) else {
+                continue;
+            };
+            if v["event_type"] == "egress_denied" {
+                let task = v["task_id"].as_str().unwrap_or("");
+                let short = task.get(..12).unwrap_or(task);
+                println!(
+                    "{short}  egress refused  {}:{}",
+                    v["host"].as_str().unwrap_or(""),
+                    v["port"]
+                );
+            }
+        }
+    }
+}
+
+/// Aborts the trace follower when the watch ends.
+struct Following(Option<tokio::task::JoinHandle<()>>);
+
+impl Drop for Following {
+    fn drop(&mut self) {
+        if let Some(h) = &self.0 {
+            h.abort();
+        }
+    }
+}
+
 pub async fn run(address: Option<&str>, url: Option<&str>) -> CliResult<i32> {
     let rec;
+    let mut following = Following(None);
     let door = match (url, address) {
         (Some(u), _) => client::DoorRef {
             url: u,
@@ -88,6 +147,9 @@ pub async fn run(address: Option<&str>, url: Option<&str>) -> CliResult<i32> {
         },
         (None, a) => {
             rec = records::resolve_running(a)?;
+            following.0 = Some(tokio::spawn(follow_refusals(
+                rec.records.join("trace.jsonl"),
+            )));
             client::DoorRef::of(&rec)
         }
     };
