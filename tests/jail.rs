@@ -488,3 +488,37 @@ fn mur_watch_names_each_egress_refusal() {
     let _ = watch.wait();
     assert!(seen, "no line {expected:?} in {:?}", lines.lock().unwrap());
 }
+
+#[test]
+fn an_agent_socket_of_the_users_is_out_of_reach() {
+    let home = Home::new();
+    // An ssh-agent-like socket of the user's, where agents keep them: a folder of its own under
+    // /tmp, readable by the harness like the rest of /tmp.
+    let dir = std::env::temp_dir().join(format!(
+        "murmur-ssh-{}-{}",
+        std::process::id(),
+        home.root.file_name().unwrap().to_string_lossy()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("agent.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let run = jailed(&home, "");
+    let (said, _) = harness_runs(
+        &run,
+        &format!(
+            "ls {sock}; python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); \
+             s.connect('{sock}')\"",
+            sock = path.display()
+        ),
+    );
+    // The file is in sight, but no unix socket can be opened to reach it.
+    assert_eq!(said["out"], format!("{}\n", path.display()), "{said}");
+    assert_ne!(said["code"], 0, "{said}");
+    assert!(
+        said["err"].as_str().unwrap().contains("PermissionError"),
+        "{said}"
+    );
+    assert!(listener.accept().is_err(), "the socket took a connection");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
