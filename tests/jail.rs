@@ -81,7 +81,9 @@ fn jailed_env(home: &Home, extra: &str, env: &[(&str, String)]) -> Launch {
     // files open the whole test folder to their harnesses).
     let state = home.root.join("fixture-state");
     std::fs::create_dir_all(&state).unwrap();
-    env.push(("MURMUR_HARNESS_WRITABLE", state.display().to_string()));
+    if !env.iter().any(|(k, _)| *k == "MURMUR_HARNESS_WRITABLE") {
+        env.push(("MURMUR_HARNESS_WRITABLE", state.display().to_string()));
+    }
     let run = Launch::start_env(home, &manifest, &[], &env);
     let start = home
         .trace(&run.session)
@@ -521,4 +523,33 @@ fn an_agent_socket_of_the_users_is_out_of_reach() {
     );
     assert!(listener.accept().is_err(), "the socket took a connection");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_wall_that_cannot_be_raised_refuses_the_attempt() {
+    let home = Home::new();
+    let missing = home.root.join("no-such-folder");
+    let run = jailed_env(
+        &home,
+        "",
+        &[("MURMUR_HARNESS_WRITABLE", missing.display().to_string())],
+    );
+    let done = run.send("@run echo should-not-run", false);
+    let task = &done["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_FAILED", "{done}");
+    // The wall never fails open: the attempt is refused, naming what could not be kept.
+    assert_eq!(
+        task["status"]["message"]["parts"][0]["text"],
+        format!(
+            "the harness could not be contained: cannot let the harness at {}: it is not an \
+             absolute path to a folder",
+            missing.display()
+        )
+    );
+    let exit = home
+        .trace(&run.session)
+        .into_iter()
+        .find(|e| e["event_type"] == "harness_exit")
+        .unwrap();
+    assert_eq!(exit["cause"], "not_started", "{exit}");
 }
