@@ -32,7 +32,8 @@ fn a_public_process_capsule_serves_exactly_this_card() {
         name: "my-agent",
         acceptance: "single",
         queue_depth: None,
-        extra: "capabilities:\n  shell:\n    allow: [bash]\n  network:\n    allow: [\"localhost:9\"]\nexports:\n  files: {}\n",
+        // A harness's commands are its CLI's to allow: a process capsule grants no shell.
+        extra: "capabilities:\n  network:\n    allow: [\"localhost:9\"]\nexports:\n  files: {}\n",
         ..Fixture::default()
     };
     let run = start_fixture(&home, "murmur.yaml", &fixture, &[]);
@@ -64,7 +65,7 @@ fn a_public_process_capsule_serves_exactly_this_card() {
             "params": {
               "sessionId": "SESSION",
               "tools": [],
-              "shell": true,
+              "shell": false,
               "network": true,
               "planes": ["files"]
             }

@@ -49,6 +49,7 @@ id_type!(TaskId, "tsk_");
 id_type!(ContextId, "ctx_");
 id_type!(MessageId, "msg_");
 id_type!(DelegationId, "dlg_");
+id_type!(WorkId, "wrk_");
 
 /// True when `s` is a well-formed id with the given prefix: 32 lowercase hex digits after it.
 pub fn is_well_formed(s: &str, prefix: &str) -> bool {

@@ -24,6 +24,7 @@ pub mod provenance;
 pub mod refusal;
 pub mod runtime;
 pub mod session;
+pub mod shell;
 pub mod stream;
 pub mod tasks;
 pub mod text;

@@ -34,6 +34,9 @@ pub enum Origin {
     Peer,
     /// `mur run --task`.
     Launch,
+    /// The result of a shell command that went on in the background past its task's end
+    /// (`crate::shell`): the session's own task, told to the model in the command's context.
+    Command,
 }
 
 /// How far a task's text is trusted.

@@ -163,7 +163,11 @@ async fn run(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
         false => None,
     };
     let (containment, walls) = match &worker {
-        Some(agent::Worker::Harness(_, c)) => (Some(c.mode), Some(Box::new(c.walls()))),
+        Some(agent::Worker::Harness(_, c))
+        | Some(agent::Worker::Http(agent::HttpAgent {
+            shell: Some(crate::shell::Shell { containment: c }),
+            ..
+        })) => (Some(c.mode), Some(Box::new(c.walls()))),
         _ => (None, None),
     };
     let session_id = SessionId::from_wire(&config.session_id);
@@ -269,6 +273,8 @@ async fn run(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
     if let Some(worker) = worker {
         let _ = tokio::time::timeout(GRACE + Duration::from_secs(5), worker).await;
     }
+    // What the model left running in the background ends with the session.
+    crate::shell::end_all(&session).await;
 
     let status = launch
         .as_ref()
@@ -288,7 +294,14 @@ async fn run(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
 /// `gateway` names.
 fn worker_of(m: &manifest::Manifest, config: &CapsuleConfig) -> Result<agent::Worker, String> {
     if m.inference.transport == manifest::Transport::Http {
-        return http_agent(m).map(agent::Worker::Http);
+        let mut agent = http_agent(m)?;
+        // The shell's commands run in the jail a harness attempt would.
+        if !m.capabilities.shell_allow.is_empty() {
+            agent.shell = Some(crate::shell::Shell {
+                containment: contain(config)?,
+            });
+        }
+        return Ok(agent::Worker::Http(agent));
     }
     let driver = crate::harness::driver_for(m, &config.mur_exe, &config.records_dir)?;
     let containment = contain(config)?;
@@ -321,6 +334,7 @@ pub fn http_agent(m: &manifest::Manifest) -> Result<agent::HttpAgent, String> {
     Ok(agent::HttpAgent {
         driver: crate::inference::Driver { provider, endpoint },
         model: m.inference.model.clone().unwrap_or_default(),
+        shell: None,
     })
 }
 

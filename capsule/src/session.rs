@@ -48,6 +48,8 @@ pub struct Session {
     task_tokens: Mutex<HashMap<[u8; 32], TaskId>>,
     /// What the session's tasks leave running past their end.
     pub residue: Residue,
+    /// The shell commands the model of an http capsule runs (`crate::shell`).
+    pub commands: crate::shell::Commands,
     /// The formation wiring of a member; `None` for a capsule launched alone.
     pub wiring: Option<Wiring>,
     /// Where this capsule may connect (`capabilities.network.allow`, plus a member's callees).
@@ -98,6 +100,7 @@ impl Session {
             conversations: Default::default(),
             task_tokens: Mutex::new(HashMap::new()),
             residue: Residue::default(),
+            commands: Default::default(),
             allow: manifest_allow,
             errands: Errands::default(),
             wiring: None,
@@ -208,10 +211,15 @@ impl Session {
         // The launch's message id is one the runtime minted, not one a client sent.
         let message_id = match origin {
             Origin::Client | Origin::Peer => Some(input.message_id.clone()),
-            Origin::Launch => None,
+            Origin::Launch | Origin::Command => None,
         };
         let trust = input.trust;
-        let admission = self.registry.admit(context_id, owner, input);
+        // A command's result is what the session already started: it waits its turn rather than
+        // being refused for room, which a client's task is.
+        let admission = match origin {
+            Origin::Command => self.registry.admit_beyond_room(context_id, owner, input),
+            _ => self.registry.admit(context_id, owner, input),
+        };
         if let Admission::Accepted(id, task) = &admission {
             self.trace.event(TraceEvent::A2aTaskReceived {
                 task_id: id.clone(),
@@ -232,9 +240,11 @@ impl Session {
         viewer: &Viewer,
     ) -> Result<(Value, TaskState), CancelRefusal> {
         let (task, was) = self.registry.cancel(id, viewer)?;
+        let id = TaskId::from_wire(id);
         if was == TaskState::Submitted {
-            self.end_in_queue(&[TaskId::from_wire(id)]).await;
+            self.end_in_queue(std::slice::from_ref(&id)).await;
         }
+        crate::shell::demote_task(self, &id);
         Ok((task, was))
     }
 
@@ -248,6 +258,9 @@ impl Session {
             .map(|(id, _)| id.clone())
             .collect();
         self.end_in_queue(&queued).await;
+        for (id, _) in &canceled {
+            crate::shell::demote_task(self, id);
+        }
         canceled
     }
 

@@ -82,6 +82,8 @@ pub enum Ending {
 pub struct HttpAgent {
     pub driver: Driver,
     pub model: String,
+    /// What runs the `bash` tool's commands, when `capabilities.shell.allow` lists one.
+    pub shell: Option<crate::shell::Shell>,
 }
 
 /// One task's run of the loop: its ending and the turns it used.
@@ -95,7 +97,7 @@ pub async fn run(
 ) -> (Ending, u32) {
     let m = &session.manifest.inference;
     let system = system_prompt(session);
-    let specs = tools::specs();
+    let specs = tools::specs(&session.manifest.capabilities.shell_allow);
     let mut history = session.conversations.get(context_id);
     history.push(first_message(input));
     let (mut answer, mut cut_empty, mut spent) = (String::new(), 0u32, 0u64);
@@ -164,8 +166,14 @@ pub async fn run(
             });
             let mut results = Vec::new();
             for c in &reply.tool_calls {
+                let call = crate::shell::Call {
+                    task,
+                    context_id,
+                    call_id: &c.id,
+                    turn,
+                };
                 let answered = tokio::select! {
-                    a = tools::run(session, task, &c.name, &c.arguments) => a,
+                    a = tools::run(session, agent.shell.as_ref(), call, &c.name, &c.arguments) => a,
                     _ = canceled.wait_for(|c| *c) => return (Ending::Canceled(Interrupted::Tool), turn),
                 };
                 // A tool the cancel ended (a request-input wait answers `task_canceled`) may
@@ -283,13 +291,17 @@ fn system_prompt(session: &Session) -> String {
         true => "none".to_owned(),
         false => members.join(", "),
     };
+    let shell = match session.manifest.capabilities.shell_allow.is_empty() {
+        true => "",
+        false => " bash runs a command in your work folder.",
+    };
     format!(
         "You are the agent of the murmur capsule {}. Work on the task you are given; your final \
          message's text is your answer. Your tools talk to the capsule that runs you: \
          call-member asks a formation member (members you may call: {members}), delegate-task \
          starts a sub-capsule, send-message reaches an A2A agent the allow list names, \
          request-input asks the task's sender, end-without-answer ends the task without an \
-         answer.",
+         answer.{shell}",
         session.manifest.name
     )
 }

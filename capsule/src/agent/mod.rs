@@ -17,7 +17,7 @@ use crate::ids::TaskId;
 use crate::manifest::AfterTask;
 use crate::process::Containment;
 use crate::session::Session;
-use crate::tasks::{Outcome, Started, Viewer};
+use crate::tasks::{Notes, Outcome, Started, Viewer};
 use crate::trace::{EndStatus, Ran, RequestedBy, TraceEvent};
 pub use http::HttpAgent;
 
@@ -164,9 +164,12 @@ async fn run_task(
         .event(TraceEvent::task_end(id.clone(), status, Some(ran)));
     // Whoever sees the task end (GetTask, a held answer, a stream) finds its task_end on file.
     session.trace.flush().await;
-    session
-        .registry
-        .finish_with(&id, outcome.clone(), errands.no_answer_below);
+    // What the model left running in the background is named on the task.
+    let notes = Notes {
+        no_answer_below: errands.no_answer_below,
+        running_commands: session.commands.running_of(&id),
+    };
+    session.registry.finish_with(&id, outcome.clone(), notes);
     outcome
 }
 

@@ -1,18 +1,19 @@
-//! The five tools an http capsule's model is offered (DESIGN §8), with their JSON schemas, and
-//! their dispatch to the shared operations (`crate::operations`) — the very code a harness's
-//! helper commands reach through the control surface, so the allow list, credentials, errands
-//! and trace records are the same whichever transport asked.
+//! The tools an http capsule's model is offered (DESIGN §8), with their JSON schemas: the five
+//! operations, dispatched to the shared code (`crate::operations`) a harness's helper commands
+//! reach through the control surface, so the allow list, credentials, errands and trace records
+//! are the same whichever transport asked; and, when `capabilities.shell.allow` lists a command,
+//! the `bash` tool (`crate::shell`).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Map, Value};
 
-use crate::ids::TaskId;
 use crate::inference::ToolSpec;
 use crate::operations::{self, args, Refusal, SendArgs, TOLD};
 use crate::peers::{DEFAULT_WAIT_SECS, MAX_WAIT_SECS};
 use crate::session::Session;
+use crate::shell::{Call, Shell};
 
 /// How long request-input waits for a reply when the model names no `timeout_secs`.
 pub const INPUT_WAIT_SECS: u64 = 1800;
@@ -20,14 +21,32 @@ pub const INPUT_WAIT_SECS: u64 = 1800;
 /// The tool that ends the task without an answer.
 pub const END_WITHOUT_ANSWER: &str = "end-without-answer";
 
-/// The tools, as the model is offered them.
-pub fn specs() -> Vec<ToolSpec> {
+/// The tools, as the model of a capsule whose shell allow list is `shell_allow` is offered
+/// them: the five operations, then `bash` when the list names a command.
+pub fn specs(shell_allow: &[String]) -> Vec<ToolSpec> {
+    let mut specs = operation_specs();
+    if !shell_allow.is_empty() {
+        specs.push(crate::shell::spec(shell_allow));
+    }
+    specs
+}
+
+/// The names of the tools the model is offered beyond the five operations, as the agent card's
+/// capsule extension lists them.
+pub fn offered_beyond_operations(shell_allow: &[String]) -> Vec<&'static str> {
+    match shell_allow.is_empty() {
+        true => vec![],
+        false => vec![crate::shell::TOOL],
+    }
+}
+
+fn operation_specs() -> Vec<ToolSpec> {
     let timeout = json!({"type": "integer", "minimum": 1, "maximum": MAX_WAIT_SECS,
         "description": "How many seconds to wait at most."});
     vec![
         ToolSpec {
             name: "call-member",
-            description: "Give a text to one of the formation members this capsule may call, and wait for its answer.",
+            description: "Give a text to one of the formation members this capsule may call, and wait for its answer.".into(),
             schema: json!({"type": "object", "properties": {
                 "member": {"type": "string", "description": "The member's name."},
                 "text": {"type": "string", "description": "What to ask it."},
@@ -35,7 +54,7 @@ pub fn specs() -> Vec<ToolSpec> {
         },
         ToolSpec {
             name: "delegate-task",
-            description: "Start a sub-capsule (one of the capsules capabilities.delegate.allow lists) with a text as its task, and wait for its response.",
+            description: "Start a sub-capsule (one of the capsules capabilities.delegate.allow lists) with a text as its task, and wait for its response.".into(),
             schema: json!({"type": "object", "properties": {
                 "capsule": {"type": "string", "description": "The sub-capsule's name."},
                 "text": {"type": "string", "description": "Its task."}},
@@ -43,7 +62,7 @@ pub fn specs() -> Vec<ToolSpec> {
         },
         ToolSpec {
             name: "send-message",
-            description: "Send a text to the A2A agent at a URL this capsule's network allow list names, and wait until its task settles; answers that task.",
+            description: "Send a text to the A2A agent at a URL this capsule's network allow list names, and wait until its task settles; answers that task.".into(),
             schema: json!({"type": "object", "properties": {
                 "url": {"type": "string", "description": "The agent's address, e.g. http://localhost:52222."},
                 "text": {"type": "string"},
@@ -53,14 +72,14 @@ pub fn specs() -> Vec<ToolSpec> {
         },
         ToolSpec {
             name: "request-input",
-            description: "Ask the person who sent the task a question, and wait for the reply.",
+            description: "Ask the person who sent the task a question, and wait for the reply.".into(),
             schema: json!({"type": "object", "properties": {
                 "question": {"type": "string"},
                 "timeout_secs": timeout}, "required": ["question"]}),
         },
         ToolSpec {
             name: END_WITHOUT_ANSWER,
-            description: "End the task without an answer: it fails with the reason, marked as having no answer. Call no tool after it.",
+            description: "End the task without an answer: it fails with the reason, marked as having no answer. Call no tool after it.".into(),
             schema: json!({"type": "object", "properties": {
                 "reason": {"type": "string"}}, "required": ["reason"]}),
         },
@@ -103,8 +122,16 @@ fn refused(r: Refusal) -> Answered {
     err(json!({"error": r.code, "message": r.message}).to_string())
 }
 
-/// Runs the tool `name` with the model's `arguments` (JSON text) for `task`.
-pub async fn run(session: &Arc<Session>, task: &TaskId, name: &str, arguments: &str) -> Answered {
+/// Runs the tool `name` with the model's `arguments` (JSON text) for `call`'s task; `shell` is
+/// what runs the `bash` tool's commands, when the capsule grants a shell.
+pub async fn run(
+    session: &Arc<Session>,
+    shell: Option<&Shell>,
+    call: Call<'_>,
+    name: &str,
+    arguments: &str,
+) -> Answered {
+    let task = call.task;
     let given: Map<String, Value> =
         match serde_json::from_str::<Value>(if arguments.trim().is_empty() {
             "{}"
@@ -114,6 +141,14 @@ pub async fn run(session: &Arc<Session>, task: &TaskId, name: &str, arguments: &
             Ok(Value::Object(m)) => m,
             _ => return err(format!("the arguments of {name} must be a JSON object")),
         };
+    if name == crate::shell::TOOL {
+        if let Some(shell) = shell {
+            return match crate::shell::tool(session, shell, call, &given).await {
+                Ok(v) => ok(v),
+                Err((code, message)) => err(json!({"error": code, "message": message}).to_string()),
+            };
+        }
+    }
     let text = |key: &str| args::text(&given, key);
     let within = match args::timeout(&given) {
         Ok(w) => w,

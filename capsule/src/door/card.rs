@@ -31,6 +31,9 @@ pub struct CardInputs<'a> {
     pub url: &'a str,
     pub session_id: &'a str,
     pub methods: &'a [Method],
+    /// Whether the capsule may reach anything: its network allow list or, for a formation
+    /// member, its callees.
+    pub network: bool,
 }
 
 fn frames(transport: Transport) -> Vec<&'static str> {
@@ -53,12 +56,10 @@ fn capsule_extension(i: &CardInputs) -> Value {
     let tools: Vec<&str> = match m.inference.transport {
         // A harness's own tools are not installed artifacts the model calls through murmur.
         Transport::Process => vec![],
-        Transport::Http => m
-            .artifacts
-            .iter()
-            .filter(|a| Some(a.name.as_str()) != m.inference.driver_artifact.as_deref())
-            .map(|a| a.name.as_str())
-            .collect(),
+        // The tools the model is offered beyond the operations every capsule has.
+        Transport::Http => {
+            crate::agent::tools::offered_beyond_operations(&m.capabilities.shell_allow)
+        }
     };
     let mut planes = Vec::new();
     if m.exports.files {
@@ -75,7 +76,7 @@ fn capsule_extension(i: &CardInputs) -> Value {
             "sessionId": i.session_id,
             "tools": tools,
             "shell": !m.capabilities.shell_allow.is_empty(),
-            "network": !m.capabilities.network_allow.is_empty(),
+            "network": i.network,
             "planes": planes,
         }
     })

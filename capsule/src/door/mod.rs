@@ -92,6 +92,7 @@ impl Door {
             url: &session.url,
             session_id: session.id.as_str(),
             methods: &methods,
+            network: !session.allow.is_empty(),
         };
         let kind = if authenticated {
             card::CardKind::AuthenticatedPublic

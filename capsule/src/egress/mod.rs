@@ -37,10 +37,24 @@ impl Grant {
     /// The grant of an attempt of `session`: its allow list (callees included), `extra`
     /// (what the CLI preset needs), and its own door forwarded at the port of `door_url`.
     pub fn of(session: &Session, extra: &[String]) -> Grant {
+        Grant::build(session, extra, true)
+    }
+
+    /// The grant of a shell command the model runs (`crate::shell`): the allow list, callees
+    /// included, and not the capsule's own door, which no command has a token for and no tool
+    /// of the model needs to reach from inside.
+    pub fn for_commands(session: &Session) -> Grant {
+        Grant::build(session, &[], false)
+    }
+
+    fn build(session: &Session, extra: &[String], door: bool) -> Grant {
         let mut admitted = session.allow.clone();
         admitted.extend(extra.iter().cloned());
         let mut forwards: Vec<(u16, Allowed)> = Vec::new();
-        if let Ok(door) = policy::own_door(session.inside_url()) {
+        if let Some(door) = door
+            .then(|| policy::own_door(session.inside_url()).ok())
+            .flatten()
+        {
             forwards.push((door.target().port(), door));
         }
         for written in &admitted {

@@ -143,10 +143,15 @@ pub const TMP_DIR: &str = "harness-tmp";
 /// variables.
 pub const WRITABLE_ENV: &str = "MURMUR_HARNESS_WRITABLE";
 
-/// The files wall of an attempt of `session` (namespace mode): it writes only its work folder,
-/// its private tmp, its CLI's state folder and what `MURMUR_HARNESS_WRITABLE` names; of the
-/// records it sees only this session's own.
-fn files_wall(session: &Session, containment: &Containment, d: &Driver) -> FilesWall {
+/// The files wall of an attempt of `session` (namespace mode), or of a shell command it runs
+/// (`crate::shell`): it writes only its work folder, its private tmp, its CLI's state folder and
+/// what `MURMUR_HARNESS_WRITABLE` names; of the records it sees only this session's own.
+/// `command` is what runs (its files named by absolute path stay in sight).
+pub(crate) fn files_wall(
+    session: &Session,
+    containment: &Containment,
+    command: &[String],
+) -> FilesWall {
     let records = containment
         .hidden
         .first()
@@ -156,8 +161,7 @@ fn files_wall(session: &Session, containment: &Containment, d: &Driver) -> Files
     // session's own records, the manifest's folder, the folder of every file the driver's
     // command names by path, and `mur`'s own folder (the helpers).
     let mut keep = vec![session.records_dir.clone(), session.manifest.dir.clone()];
-    let named = d
-        .command
+    let named = command
         .iter()
         .map(Path::new)
         .filter(|p| p.is_absolute())
@@ -198,6 +202,21 @@ fn files_wall(session: &Session, containment: &Containment, d: &Driver) -> Files
     }
 }
 
+/// A contained program's `PATH`: `mur`'s folder first (a CLI whose shell is a login shell must
+/// still find the helpers), then the capsule's own.
+pub(crate) fn path_with_mur(session: &Session) -> std::ffi::OsString {
+    let mut path = session
+        .mur_exe
+        .parent()
+        .map(|p| p.as_os_str().to_owned())
+        .unwrap_or_default();
+    if let Some(old) = std::env::var_os("PATH") {
+        path.push(":");
+        path.push(old);
+    }
+    path
+}
+
 fn build_spec(
     session: &Session,
     d: &Driver,
@@ -223,15 +242,7 @@ fn build_spec(
     if d.prompt == PromptMode::Arg {
         args.push(a.prompt.to_owned());
     }
-    let mut path = session
-        .mur_exe
-        .parent()
-        .map(|p| p.as_os_str().to_owned())
-        .unwrap_or_default();
-    if let Some(old) = std::env::var_os("PATH") {
-        path.push(":");
-        path.push(old);
-    }
+    let path = path_with_mur(session);
     let mut env = env::allowed(
         std::env::vars_os(),
         &d.preset.pass,
@@ -276,7 +287,7 @@ pub async fn run(
     if let Err(e) = crate::private::create_dir_all(&session.records_dir.join(TMP_DIR)) {
         return Ending::SpawnFailed(format!("the harness's private tmp could not be made: {e}"));
     }
-    let files = files_wall(session, containment, d);
+    let files = files_wall(session, containment, &d.command);
     let Some(spec) = build_spec(session, d, a, &grant, files) else {
         return Ending::SpawnFailed("the driver's command is empty".into());
     };

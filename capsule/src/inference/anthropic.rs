@@ -233,7 +233,7 @@ mod tests {
         ];
         let tools = [ToolSpec {
             name: "x",
-            description: "d",
+            description: "d".into(),
             schema: json!({"type": "object"}),
         }];
         let req = Request {

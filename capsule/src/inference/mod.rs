@@ -116,7 +116,7 @@ impl Msg {
 #[derive(Debug, Clone)]
 pub struct ToolSpec {
     pub name: &'static str,
-    pub description: &'static str,
+    pub description: String,
     /// A JSON schema for its input.
     pub schema: Value,
 }

@@ -127,7 +127,11 @@ pub fn read(
 }
 
 /// One `allow_commands` entry as its words: a program and the arguments it must start with.
-fn command_prefix(r: &Reader, at: &KeyPath, text: String) -> Result<Vec<String>, ManifestError> {
+pub(crate) fn command_prefix(
+    r: &Reader,
+    at: &KeyPath,
+    text: String,
+) -> Result<Vec<String>, ManifestError> {
     let words: Vec<String> = text.split_whitespace().map(str::to_owned).collect();
     if let Some(c) = text.chars().find(|c| SHELL_SPECIALS.contains(c)) {
         return Err(r.error(

@@ -42,6 +42,14 @@ impl Manifest {
         let name = self.inference.driver_artifact.as_deref()?;
         self.artifacts.iter().find(|a| a.name == name)
     }
+
+    /// Whether the capsule starts programs in containment: a harness per task attempt, or the
+    /// shell commands of an http capsule's model (`capabilities.shell.allow`).
+    pub fn runs_contained(&self) -> bool {
+        self.lifecycle.task_acceptance != TaskAcceptance::None
+            && (self.inference.transport == Transport::Process
+                || !self.capabilities.shell_allow.is_empty())
+    }
 }
 
 /// One entry of `artifacts`.

@@ -9,7 +9,8 @@ use crate::manifest::error::{ErrorCode, ManifestError};
 use crate::manifest::harness;
 use crate::manifest::keypath::KeyPath;
 use crate::manifest::model::{
-    AfterTask, Capabilities, ContextLimits, Exports, Lifecycle, Manifest, TaskAcceptance, Transport,
+    AfterTask, Capabilities, ContextLimits, Exports, Inference, Lifecycle, Manifest,
+    TaskAcceptance, Transport,
 };
 use crate::manifest::network;
 use crate::manifest::paths;
@@ -67,6 +68,7 @@ pub fn manifest(r: &Reader, root: &Value, path: PathBuf) -> Result<Manifest, Man
     let harness = harness::read(r, f.get("harness"), &f.path("harness"))?;
     let inference = driver::resolve(r, draft, &artifacts, &lifecycle)?;
     let harness = harness::checked(r, harness, &inference, &artifacts)?;
+    shell_fits(r, &capabilities, &inference, &f.path("capabilities"))?;
     Ok(Manifest {
         path,
         dir,
@@ -81,6 +83,27 @@ pub fn manifest(r: &Reader, root: &Value, path: PathBuf) -> Result<Manifest, Man
         context,
         harness,
     })
+}
+
+/// `capabilities.shell` grants the model of an http capsule its `bash` tool; a harness runs what
+/// its own CLI lets it, so on a process capsule the key would claim a shell murmur does not give.
+fn shell_fits(
+    r: &Reader,
+    capabilities: &Capabilities,
+    inference: &Inference,
+    path: &KeyPath,
+) -> Result<(), ManifestError> {
+    if capabilities.shell_allow.is_empty() || inference.transport != Transport::Process {
+        return Ok(());
+    }
+    let at = path.key("shell").key("allow");
+    Err(r.error(
+        ErrorCode::BadValue,
+        &at,
+        format!("{at} is not accepted: it gives the model of a capsule on inference.transport: http its bash tool, and this capsule runs a harness"),
+        "remove capabilities.shell; a harness runs what its own CLI allows (with the Claude Code \
+         and Codex presets, harness.permissions and harness.allow_commands)",
+    ))
 }
 
 /// True for a name murmur may use in folder names, realms and `member:<name>` credentials.
@@ -297,6 +320,10 @@ fn capabilities(
         }
     }
     let shell_allow = allow("shell", "[bash, git]")?;
+    let shell_path = f.path("shell").key("allow");
+    for (i, entry) in shell_allow.iter().enumerate() {
+        harness::command_prefix(r, &shell_path.index(i), entry.clone())?;
+    }
     let delegate_allow = allow("delegate", "[../worker/murmur.yaml]")?
         .iter()
         .map(|p| paths::resolve(dir, p))

@@ -8,8 +8,8 @@ mod state;
 mod task;
 
 pub use registry::{
-    Admission, CancelRefusal, ListPage, ListQuery, Observer, Outcome, Registry, ReplyRefusal,
-    Retention, Started, RETAINED,
+    Admission, CancelRefusal, ListPage, ListQuery, Notes, Observer, Outcome, Registry,
+    ReplyRefusal, Retention, Started, RETAINED,
 };
 pub use residue::{Residue, ResidueItem};
 pub use state::{StateFilter, TaskState};

@@ -46,13 +46,10 @@ pub(crate) fn check_runnable(m: &Manifest) -> CliResult<()> {
     Ok(())
 }
 
-/// How the members' harness attempts will be contained (DESIGN §3); `None` when no member
-/// starts a task.
+/// How the members' harness attempts (and http members' shell commands) will be contained
+/// (DESIGN §3); `None` when no member starts a program.
 fn contain(plan: &Plan) -> CliResult<Option<Containment>> {
-    let runs_tasks = plan.members.iter().any(|m| {
-        m.manifest.lifecycle.task_acceptance != TaskAcceptance::None
-            && m.manifest.inference.transport == Transport::Process
-    });
+    let runs_tasks = plan.members.iter().any(|m| m.manifest.runs_contained());
     if !runs_tasks {
         return Ok(None);
     }

@@ -157,11 +157,15 @@ pub fn render(events: &[Value]) -> String {
             out.push_str(&format!("        failed: {}\n", s(f, "cause")));
         }
     }
+    // An egress refusal is the harness's, or on an http capsule its shell commands'.
+    let has_harness = events
+        .iter()
+        .any(|e| s(e, "event_type").starts_with("harness_"));
     let harness: Vec<&Value> = events
         .iter()
         .filter(|e| {
             let kind = s(e, "event_type");
-            kind.starts_with("harness_") || kind == "egress_denied"
+            kind.starts_with("harness_") || (has_harness && kind == "egress_denied")
         })
         .collect();
     if !harness.is_empty() {
@@ -201,8 +205,65 @@ pub fn render(events: &[Value]) -> String {
             out.push('\n');
         }
     }
+    out.push_str(&shell(events, !has_harness));
     out.push_str(&peers(events));
     out.push_str(&delegations(events, 0));
+    out
+}
+
+/// The Shell section: each command the model of an http capsule ran (start, move to the
+/// background, end) or was refused, and the egress refusals when no harness took them. Empty
+/// when there are none.
+fn shell(events: &[Value], with_egress: bool) -> String {
+    let lines: Vec<String> = events
+        .iter()
+        .filter_map(|e| {
+            let id = short(s(e, "task_id"));
+            let work = s(e, "work_id");
+            Some(match s(e, "event_type") {
+                "shell_start" => format!(
+                    "{id}  {work}  start  {}  {}{}",
+                    s(e, "binary"),
+                    s(e, "command"),
+                    if e["background"] == true {
+                        "  (background)"
+                    } else {
+                        ""
+                    }
+                ),
+                "shell_background" => format!("{id}  {work}  background  {}", s(e, "why")),
+                "shell_end" => {
+                    let status = match (e["exit_code"].as_i64(), e["signal"].as_i64()) {
+                        (Some(c), _) => format!("status {c}"),
+                        (None, Some(sig)) => format!("signal {sig}"),
+                        (None, None) => "no status".to_owned(),
+                    };
+                    format!(
+                        "{id}  {work}  exit  {status}  {} bytes  {:.1}s{}",
+                        e["output_bytes"],
+                        e["duration_ms"].as_u64().unwrap_or(0) as f64 / 1000.0,
+                        if e["killed"] == true { "  killed" } else { "" }
+                    )
+                }
+                "shell_refused" => {
+                    format!("{id}  refused  {}  {}", s(e, "reason"), s(e, "command"))
+                }
+                "egress_denied" if with_egress => {
+                    format!("{id}  egress refused  {}:{}", s(e, "host"), e["port"])
+                }
+                _ => return None,
+            })
+        })
+        .collect();
+    if lines.is_empty() {
+        return String::new();
+    }
+    let mut out = rule("Shell");
+    out.push('\n');
+    for line in lines {
+        out.push_str(&line);
+        out.push('\n');
+    }
     out
 }
 

@@ -600,6 +600,35 @@ fn preset(driver: &str, extra: &str) -> String {
 }
 
 #[test]
+fn e005_a_shell_is_granted_to_an_http_capsule_only_and_by_commands_not_lines() {
+    refused(
+        &preset(
+            "murmur/driver-claude-code",
+            "capabilities: { shell: { allow: [bash] } }\n",
+        ),
+        ErrorCode::BadValue,
+        "capabilities.shell.allow",
+        "error[E-MAN-005]: worker/murmur.yaml: capabilities.shell.allow is not accepted: it gives \
+         the model of a capsule on inference.transport: http its bash tool, and this capsule runs \
+         a harness\n  hint: remove capabilities.shell; a harness runs what its own CLI allows \
+         (with the Claude Code and Codex presets, harness.permissions and \
+         harness.allow_commands)",
+    );
+    let http = "name: h\nversion: \"1\"\nartifacts: [{ name: murmur/driver-anthropic, runtime: \
+                driver, gateway: { endpoint: \"http://127.0.0.1:9\", api_key: k } }]\ninference: \
+                { transport: http, model: m }\n";
+    refused(
+        &format!("{http}capabilities: {{ shell: {{ allow: [cargo, \"make | sh\"] }} }}\n"),
+        ErrorCode::BadValue,
+        "capabilities.shell.allow[1]",
+        "error[E-MAN-005]: worker/murmur.yaml: capabilities.shell.allow[1] is \"make | sh\", which \
+         holds '|': an entry is a command's first words, not a shell line\n  hint: write the \
+         program and the arguments it starts with, e.g. \"cargo test\" (it then allows `cargo \
+         test --release` too)",
+    );
+}
+
+#[test]
 fn e005_the_harness_block_and_what_it_applies_to() {
     refused(
         &preset("murmur/driver-codex", "harness: { permissions: write }\n"),

@@ -51,6 +51,16 @@ pub enum Outcome {
     NoAnswer(String),
 }
 
+/// What a terminal task's `metadata.murmur` says beyond its state (agent-card.md "Task
+/// metadata"), each list absent from it when empty.
+#[derive(Default, Debug)]
+pub struct Notes {
+    /// The members it called that gave it no answer.
+    pub no_answer_below: Vec<Value>,
+    /// The shell commands it moved to the background that still ran when it ended.
+    pub running_commands: Vec<Value>,
+}
+
 /// A task handed to the worker.
 pub struct Started {
     pub id: TaskId,
@@ -249,13 +259,34 @@ impl Registry {
     /// Takes a new task, or rejects it when there is no room or the session is closing. A
     /// rejected task keeps only what GetTask shows: its input is dropped here.
     pub fn admit(&self, context_id: Option<String>, owner: Owner, input: TaskInput) -> Admission {
+        self.admit_within(context_id, owner, input, true)
+    }
+
+    /// [`Registry::admit`] for a task the session starts itself: queued whatever the room,
+    /// refused only when the session is closing (or when it starts no task at all).
+    pub fn admit_beyond_room(
+        &self,
+        context_id: Option<String>,
+        owner: Owner,
+        input: TaskInput,
+    ) -> Admission {
+        self.admit_within(context_id, owner, input, false)
+    }
+
+    fn admit_within(
+        &self,
+        context_id: Option<String>,
+        owner: Owner,
+        input: TaskInput,
+        room_counts: bool,
+    ) -> Admission {
         let id = TaskId::mint();
         let context_id = context_id.unwrap_or_else(|| ContextId::mint().to_string());
         let mut inner = self.lock();
         let busy = inner.running.is_some() as usize + inner.queue.len();
         let refusal = if inner.closing {
             Some(CLOSING)
-        } else if busy >= self.slots {
+        } else if self.slots == 0 || (room_counts && busy >= self.slots) {
             Some(BUSY)
         } else {
             None
@@ -446,13 +477,16 @@ impl Registry {
     /// Records how an attempt ended. A task already canceled keeps its state; only its ending
     /// (the status sentence) is recorded, which still moves it to the front of the order.
     pub fn finish(&self, id: &TaskId, outcome: Outcome) {
-        self.finish_with(id, outcome, Vec::new());
+        self.finish_with(id, outcome, Notes::default());
     }
 
-    /// [`Registry::finish`], with the task's `noAnswerBelow` (agent-card.md "Task metadata"):
-    /// the members it called that gave no answer; recorded on any terminal state, and absent
-    /// when empty.
-    pub fn finish_with(&self, id: &TaskId, outcome: Outcome, no_answer_below: Vec<Value>) {
+    /// [`Registry::finish`], with what the task's `metadata.murmur` says of it (agent-card.md
+    /// "Task metadata"); recorded on any terminal state, each key absent when empty.
+    pub fn finish_with(&self, id: &TaskId, outcome: Outcome, notes: Notes) {
+        let Notes {
+            no_answer_below,
+            running_commands,
+        } = notes;
         let mut inner = self.lock();
         let Some(task) = inner.tasks.get_mut(id) else {
             return;
@@ -487,6 +521,10 @@ impl Registry {
         if !no_answer_below.is_empty() {
             task.murmur_metadata
                 .insert("noAnswerBelow".into(), Value::Array(no_answer_below));
+        }
+        if !running_commands.is_empty() {
+            task.murmur_metadata
+                .insert("runningCommands".into(), Value::Array(running_commands));
         }
         inner.controls.remove(id);
         inner.touch(id);

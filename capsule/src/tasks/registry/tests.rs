@@ -2,6 +2,13 @@
 
 use super::*;
 
+fn notes(no_answer_below: Vec<Value>) -> Notes {
+    Notes {
+        no_answer_below,
+        running_commands: Vec::new(),
+    }
+}
+
 fn input() -> TaskInput {
     TaskInput::default()
 }
@@ -210,7 +217,11 @@ fn an_ending_without_answer_fails_with_its_reason_and_says_what_is_missing() {
     let id = id_of(reg.admit(None, Owner::Session, input_of(1)));
     assert!(block_on(reg.next()).is_some());
     let below = vec![serde_json::json!({"member": "q", "status": "timed_out"})];
-    reg.finish_with(&id, Outcome::NoAnswer("q gave no answer".into()), below);
+    reg.finish_with(
+        &id,
+        Outcome::NoAnswer("q gave no answer".into()),
+        notes(below),
+    );
     let task = shown(&reg, id.as_str()).unwrap_or_default();
     assert_eq!(task["status"]["state"], "TASK_STATE_FAILED");
     assert_eq!(
@@ -229,7 +240,7 @@ fn an_ending_without_answer_fails_with_its_reason_and_says_what_is_missing() {
     assert!(block_on(reg.next()).is_some());
     assert!(reg.cancel(canceled.as_str(), &Viewer::Everyone).is_ok());
     let below = vec![serde_json::json!({"member": "c", "status": "canceled"})];
-    reg.finish_with(&canceled, Outcome::NoAnswer("late".into()), below);
+    reg.finish_with(&canceled, Outcome::NoAnswer("late".into()), notes(below));
     let task = shown(&reg, canceled.as_str()).unwrap_or_default();
     assert_eq!(task["status"]["state"], "TASK_STATE_CANCELED");
     assert_eq!(
@@ -241,7 +252,7 @@ fn an_ending_without_answer_fails_with_its_reason_and_says_what_is_missing() {
     let plain = id_of(reg.admit(None, Owner::Session, input_of(1)));
     reg.release(&canceled);
     assert!(block_on(reg.next()).is_some());
-    reg.finish_with(&plain, Outcome::Completed("ok".into()), Vec::new());
+    reg.finish_with(&plain, Outcome::Completed("ok".into()), Notes::default());
     let task = shown(&reg, plain.as_str()).unwrap_or_default();
     assert!(task.get("metadata").is_none(), "{task}");
 }

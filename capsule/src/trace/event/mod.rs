@@ -9,7 +9,7 @@ use serde::{Serialize, Serializer};
 use serde_json::Value;
 
 use crate::clock::Millis;
-use crate::ids::{DelegationId, SessionId, TaskId};
+use crate::ids::{DelegationId, SessionId, TaskId, WorkId};
 use crate::manifest::Interrupt;
 use crate::process::containment::Walls;
 use crate::process::Mode;
@@ -152,6 +152,44 @@ pub enum TraceEvent {
         #[serde(flatten)]
         call: Tool,
     },
+    /// A shell command the model ran (`capabilities.shell.allow`) started in its jail.
+    ShellStart {
+        task_id: TaskId,
+        work_id: WorkId,
+        /// Its keeper's pid.
+        pid: i32,
+        /// The program that runs it, as a path.
+        binary: String,
+        /// What the model wrote, cut to 200 characters followed by `…`.
+        command: String,
+        /// Started in the background at the model's asking.
+        background: bool,
+    },
+    /// A foreground command moved to the background, where it goes on.
+    ShellBackground {
+        task_id: TaskId,
+        work_id: WorkId,
+        why: Backgrounded,
+    },
+    /// A shell command ended, and everything it started with it.
+    ShellEnd {
+        task_id: TaskId,
+        work_id: WorkId,
+        /// Its exit status, or `null` when a signal ended it or it never ran.
+        exit_code: Option<i32>,
+        signal: Option<i32>,
+        /// Ended by the session's end rather than on its own.
+        killed: bool,
+        duration_ms: u64,
+        /// Bytes it wrote on stdout and stderr together.
+        output_bytes: u64,
+    },
+    /// A command the model asked for that was not run, with the refusal's code.
+    ShellRefused {
+        task_id: TaskId,
+        command: String,
+        reason: &'static str,
+    },
     /// A message this capsule sent another door, once that door answered it. `task_id` and
     /// `context_id` are the peer's task, `null` when it took no task (it refused the message).
     A2aSend {
@@ -242,6 +280,16 @@ pub enum Interrupted {
     /// An http capsule's loop was running one of the model's tools (a member call, a
     /// request-input wait, …), which the cancel stopped.
     Tool,
+}
+
+/// Why a foreground shell command moved to the background.
+#[derive(Serialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Backgrounded {
+    /// It still ran when the model's wait (`wait_secs`) was over.
+    Waited,
+    /// Its task was canceled, which ends no command.
+    Canceled,
 }
 
 /// How a task ended, in murmur's words.
@@ -456,6 +504,10 @@ impl TraceEvent {
             TraceEvent::HarnessSessionForgotten { .. } => "harness_session_forgotten",
             TraceEvent::EgressDenied { .. } => "egress_denied",
             TraceEvent::ToolCall { .. } => "tool_call",
+            TraceEvent::ShellStart { .. } => "shell_start",
+            TraceEvent::ShellBackground { .. } => "shell_background",
+            TraceEvent::ShellEnd { .. } => "shell_end",
+            TraceEvent::ShellRefused { .. } => "shell_refused",
             TraceEvent::A2aSend { .. } => "a2a_send",
             TraceEvent::MemberCall { .. } => "member_call",
             TraceEvent::NetworkRefused { .. } => "network_refused",

@@ -538,3 +538,51 @@ fn delegate_task_tool_call() {
         r#""task_id":"tsk_1","tool":"delegate-task","capsule":"worker""#,
     );
 }
+
+#[test]
+fn shell_records() {
+    let wrk = || crate::ids::WorkId::from_wire("wrk_1");
+    written(
+        TraceEvent::ShellStart {
+            task_id: tsk(),
+            work_id: wrk(),
+            pid: 7,
+            binary: "/usr/bin/bash".into(),
+            command: "cargo test".into(),
+            background: false,
+        },
+        "shell_start",
+        r#""task_id":"tsk_1","work_id":"wrk_1","pid":7,"binary":"/usr/bin/bash","command":"cargo test","background":false"#,
+    );
+    written(
+        TraceEvent::ShellBackground {
+            task_id: tsk(),
+            work_id: wrk(),
+            why: Backgrounded::Waited,
+        },
+        "shell_background",
+        r#""task_id":"tsk_1","work_id":"wrk_1","why":"waited""#,
+    );
+    written(
+        TraceEvent::ShellEnd {
+            task_id: tsk(),
+            work_id: wrk(),
+            exit_code: None,
+            signal: Some(9),
+            killed: true,
+            duration_ms: 12,
+            output_bytes: 3,
+        },
+        "shell_end",
+        r#""task_id":"tsk_1","work_id":"wrk_1","exit_code":null,"signal":9,"killed":true,"duration_ms":12,"output_bytes":3"#,
+    );
+    written(
+        TraceEvent::ShellRefused {
+            task_id: tsk(),
+            command: "rm -rf /".into(),
+            reason: "command_not_allowed",
+        },
+        "shell_refused",
+        r#""task_id":"tsk_1","command":"rm -rf /","reason":"command_not_allowed""#,
+    );
+}
