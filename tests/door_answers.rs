@@ -262,7 +262,7 @@ fn a_held_request_ends_when_the_door_closes_or_the_client_leaves() {
     );
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
     let head = format!(
-        "POST / HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nA2A-Version: 1.0\r\nContent-Length: {}\r\n\r\n",
+        "POST / HTTP/1.1\r\nHost: localhost:{port}\r\nContent-Type: application/json\r\nA2A-Version: 1.0\r\nContent-Length: {}\r\n\r\n",
         body.len()
     );
     s.write_all(head.as_bytes()).unwrap();

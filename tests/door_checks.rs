@@ -1080,7 +1080,8 @@ fn a_body_larger_than_any_message_is_refused_413() {
         .unwrap();
     let size = (28usize << 20) + 1;
     let head = format!(
-        "POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nA2A-Version: 1.0\r\nContent-Length: {size}\r\n\r\n"
+        "POST / HTTP/1.1\r\nHost: localhost:{}\r\nContent-Type: application/json\r\nA2A-Version: 1.0\r\nContent-Length: {size}\r\n\r\n",
+        run.port
     );
     s.write_all(head.as_bytes()).unwrap();
     let mut writer = s.try_clone().unwrap();

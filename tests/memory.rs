@@ -129,7 +129,8 @@ impl Conn {
     /// POSTs one body; answers the status, or `None` when the connection failed.
     fn post(&mut self, headers: &[(&str, String)], body: &[u8]) -> Option<u16> {
         let mut head = format!(
-            "POST / HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
+            "POST / HTTP/1.1\r\nHost: localhost:{}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
+            self.port,
             body.len()
         );
         for (k, v) in headers {
@@ -182,7 +183,7 @@ fn oversized(port: u16, size: usize) -> Option<u16> {
     let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(60))).ok()?;
     let head = format!(
-        "POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nA2A-Version: 1.0\r\nConnection: close\r\nContent-Length: {size}\r\n\r\n"
+        "POST / HTTP/1.1\r\nHost: localhost:{port}\r\nContent-Type: application/json\r\nA2A-Version: 1.0\r\nConnection: close\r\nContent-Length: {size}\r\n\r\n"
     );
     s.write_all(head.as_bytes()).ok()?;
     let mut writer = s.try_clone().ok()?;
@@ -307,7 +308,8 @@ fn a_body_declared_past_the_limit_is_refused_before_it_is_read() {
     let mut s = TcpStream::connect(("127.0.0.1", run.port)).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let head = format!(
-        "POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nA2A-Version: 1.0\r\nContent-Length: {}\r\n\r\n",
+        "POST / HTTP/1.1\r\nHost: localhost:{}\r\nContent-Type: application/json\r\nA2A-Version: 1.0\r\nContent-Length: {}\r\n\r\n",
+        run.port,
         1u64 << 40
     );
     s.write_all(head.as_bytes()).unwrap();

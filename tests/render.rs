@@ -203,7 +203,8 @@ fn check_deployment(d: &Value, object: &str) {
     for probe in ["readinessProbe", "livenessProbe"] {
         assert_eq!(
             c[probe]["httpGet"],
-            json!({"path": "/.well-known/agent-card.json", "port": "door"})
+            json!({"path": "/.well-known/agent-card.json", "port": "door",
+                   "httpHeaders": [{"name": "Host", "value": "localhost:8080"}]})
         );
     }
     assert_eq!(c["securityContext"]["readOnlyRootFilesystem"], true);

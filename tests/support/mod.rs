@@ -551,8 +551,12 @@ impl Resp {
 pub fn http(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Resp {
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-    let mut req =
-        format!("{method} {path} HTTP/1.1\r\nHost: localhost:{port}\r\nConnection: close\r\n");
+    // A test that names its own Host (an attacker's) sends that one alone.
+    let host = match headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+        true => String::new(),
+        false => format!("Host: localhost:{port}\r\n"),
+    };
+    let mut req = format!("{method} {path} HTTP/1.1\r\n{host}Connection: close\r\n");
     for (k, v) in headers {
         req.push_str(&format!("{k}: {v}\r\n"));
     }

@@ -6,6 +6,7 @@ mod card;
 mod check;
 mod control;
 mod error;
+mod host;
 mod message;
 mod method;
 mod methods;
@@ -53,6 +54,8 @@ pub struct Door {
     card: Bytes,
     /// GetExtendedAgentCard's result, on an authenticated door.
     extended: Option<Value>,
+    /// The addresses this door answers for.
+    hosts: host::Hosts,
     bodies: body::BodyReader,
 }
 
@@ -102,7 +105,11 @@ impl Door {
         let card = Bytes::from(card::build(&inputs, kind).to_string());
         let extended = authenticated.then(|| card::build(&inputs, card::CardKind::Extended));
         let body_limit = body_limit(&m.context);
+        let urls = [Some(session.url.as_str()), session.harness_url.as_deref()];
+        let urls: Vec<&str> = urls.into_iter().flatten().collect();
+        let hosts = host::Hosts::new(&urls, &m.network.hosts);
         Door {
+            hosts,
             session,
             tokens,
             methods,
@@ -157,6 +164,9 @@ impl Door {
     }
 
     async fn handle(&self, req: Request<Incoming>) -> HttpResponse {
+        if let Err(refused) = self.hosts.check(req.headers()) {
+            return http_refusal(refused);
+        }
         if req.method() == hyper::Method::GET && req.uri().path() == CARD_PATH {
             return json_response(StatusCode::OK, self.card.clone(), None);
         }

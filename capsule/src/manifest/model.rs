@@ -185,6 +185,9 @@ pub struct Network {
     pub internal_port: Option<u16>,
     /// `authentication`: `None` means a public door.
     pub authentication: Option<Authentication>,
+    /// `hosts`: more names the door answers for (a proxy's, a DNS name of the machine), each
+    /// `name` at the door's port or `name:port`; loopback and the advertised address always.
+    pub hosts: Vec<String>,
 }
 
 /// `network.authentication` (scheme `bearer`, the only one).

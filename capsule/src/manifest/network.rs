@@ -16,7 +16,7 @@ const RESERVED_CREDENTIAL: &str = "operator";
 
 /// The `network` block (absent reads as empty).
 pub fn read(r: &Reader, value: Option<&Value>, path: &KeyPath) -> Result<Network, ManifestError> {
-    let f = r.mapping(value, path, &["internal_port", "authentication"])?;
+    let f = r.mapping(value, path, &["internal_port", "authentication", "hosts"])?;
     let internal_port = match f.get("internal_port") {
         Some(v) => Some(r.port(
             v,
@@ -29,10 +29,43 @@ pub fn read(r: &Reader, value: Option<&Value>, path: &KeyPath) -> Result<Network
         Some(v) => Some(authentication(r, v, &f.path("authentication"))?),
         None => None,
     };
+    let hosts = match f.get("hosts") {
+        Some(v) => r.string_list(v, &f.path("hosts"), "[agents.example.com]")?,
+        None => Vec::new(),
+    };
+    let hosts_path = f.path("hosts");
+    for (i, name) in hosts.iter().enumerate() {
+        if !is_host_name(name) {
+            let at = hosts_path.index(i);
+            return Err(r.error(
+                ErrorCode::BadValue,
+                &at,
+                format!("{at} is {name:?}, which is not a host name"),
+                "write a name the door is reached by, with a port when it is not the door's own: \
+                 agents.example.com or agents.example.com:443",
+            ));
+        }
+    }
     Ok(Network {
         internal_port,
         authentication,
+        hosts,
     })
+}
+
+/// A name a `Host` header can carry: letters, digits, `.`, `-`, an optional `:port`, or a
+/// bracketed IPv6 address.
+fn is_host_name(name: &str) -> bool {
+    let (host, port) = match name.rsplit_once(':') {
+        Some((h, p)) if !p.contains(']') => (h, Some(p)),
+        _ => (name, None),
+    };
+    let host_ok = !host.is_empty()
+        && (host
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-')
+            || (host.starts_with('[') && host.ends_with(']')));
+    host_ok && port.is_none_or(|p| p.parse::<u16>().is_ok_and(|p| p > 0))
 }
 
 fn authentication(

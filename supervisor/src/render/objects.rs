@@ -161,10 +161,16 @@ pub fn deployment(layout: &Layout, i: usize, image: &str) -> Value {
     })
 }
 
-/// A probe on the agent card, which every door serves without a token.
-fn probe(period: u32, failures: u32) -> Value {
+/// A probe on the agent card, which every door serves without a token. The kubelet would name
+/// the pod's IP in `Host`, which the door does not answer for (docs/choices.md "Door"): the probe
+/// names the door's loopback address, as a client in the pod would.
+fn probe(port: u16, period: u32, failures: u32) -> Value {
     json!({
-        "httpGet": { "path": CARD_PATH, "port": "door" },
+        "httpGet": {
+            "path": CARD_PATH,
+            "port": "door",
+            "httpHeaders": [{ "name": "Host", "value": format!("localhost:{port}") }],
+        },
         "periodSeconds": period,
         "failureThreshold": failures,
     })
@@ -191,8 +197,8 @@ fn container(port: u16, object: &str, formation: &str, image: &str) -> Value {
             "secretRef": { "name": format!("{formation}-{ENV_SECRET}"), "optional": true },
         }],
         "ports": [{ "name": "door", "containerPort": port, "protocol": "TCP" }],
-        "readinessProbe": probe(5, 3),
-        "livenessProbe": probe(20, 6),
+        "readinessProbe": probe(port, 5, 3),
+        "livenessProbe": probe(port, 20, 6),
         "resources": {
             "requests": { "cpu": "100m", "memory": "128Mi" },
             "limits": { "memory": "1Gi" },
