@@ -93,21 +93,17 @@ pub async fn run(
 ) -> Result<Delegated, NotStarted> {
     let began = Instant::now();
     let id = DelegationId::mint();
-    // The child holds no door token: on an authenticated door it presents this one, which
-    // admits its completion and nothing else. Only its digest stays here.
-    let token = session
-        .manifest
-        .network
-        .authentication
-        .is_some()
-        .then(fresh_token);
-    let mut arrived = session.delegations.expect(&id, req.task, token.as_deref());
+    // The child holds no door token: it presents this one, which admits its completion and
+    // nothing else, on every door — a public door too takes a completion only with it. Only
+    // its digest stays here.
+    let token = fresh_token();
+    let mut arrived = session.delegations.expect(&id, req.task, Some(&token));
     let op = Op::Delegate {
         delegation_id: id.to_string(),
         parent_task: req.task.to_string(),
         manifest: req.manifest.clone(),
         text: req.text.to_owned(),
-        completion_token: token,
+        completion_token: Some(token),
     };
     let started = tokio::select! {
         answer = link.request(op, START_WITHIN) => answer,

@@ -64,6 +64,11 @@ fn manifests(parent_extra: &str) -> PathBuf {
 }
 
 fn session_at(manifest: &std::path::Path, sink: &Shared) -> Session {
+    session_served(manifest, sink, 1)
+}
+
+/// A session whose door is served at `port` (the door answers only for its own address).
+fn session_served(manifest: &std::path::Path, sink: &Shared, port: u16) -> Session {
     let manifest = crate::manifest::load(manifest).unwrap();
     let id = SessionId::mint();
     let trace = Trace::to_sink(sink.clone(), id.clone(), 256).unwrap();
@@ -76,7 +81,7 @@ fn session_at(manifest: &std::path::Path, sink: &Shared) -> Session {
         registry,
         events,
         trace,
-        "http://localhost:1".into(),
+        format!("http://localhost:{port}"),
         PathBuf::from("/tmp"),
         PathBuf::from("/tmp"),
         PathBuf::from("/bin/true"),
@@ -158,10 +163,11 @@ async fn parent(extra: &str, end_after: Duration) -> Parent {
     let sink = Shared::default();
     let (ours, theirs) = UnixStream::pair().unwrap();
     let seen = fake_supervisor(theirs, end_after);
-    let session =
-        Arc::new(session_at(&manifests(extra), &sink).delegating(Some(Supervisor::new(ours))));
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
+    let session = Arc::new(
+        session_served(&manifests(extra), &sink, port).delegating(Some(Supervisor::new(ours))),
+    );
     let table = session.manifest.network.authentication.as_ref().map(|_| {
         let digest = TokenDigest {
             credential: "operator".into(),
@@ -314,16 +320,40 @@ async fn a_completion_reaches_the_waiting_task_and_the_helper_prints_its_respons
     let p = parent("", Duration::ZERO).await;
     let helper = p.delegate("worker");
     let (delegation, token) = p.delegated().await;
-    assert_eq!(token, None, "a public door mints no completion token");
+    let token = token.expect("a public door mints a completion token too");
     p.residue_entered().await;
     assert_eq!(
         p.session.residue.of_task(&p.task)[0]["delegation_id"],
         delegation
     );
 
+    // Anyone who reaches a public door, without the token or with another, is answered as if
+    // nothing awaited the delegation, and the task goes on waiting for its own child.
+    let session = p.session.id.to_string();
+    for auth in [None, Some("Bearer mur_not-the-token".to_owned())] {
+        let mut headers = completion_headers(&session, &delegation);
+        if let Some(a) = &auth {
+            headers.push(("authorization", a));
+        }
+        let (status, refused) = post(
+            p.port,
+            "/",
+            &headers,
+            send(json!({"message": {
+            "messageId": "m", "role": "ROLE_USER", "parts": [{"text": "forged"}]}})),
+        )
+        .await;
+        assert_eq!(status, 200);
+        assert_eq!(refused["error"]["code"], -31002, "{refused}");
+        assert_eq!(
+            refused["error"]["message"],
+            format!("no task in this session is waiting for delegation {delegation}")
+        );
+    }
+
     // The child's allow list holds its parent's door, and nothing else was added.
     let child_sink = Shared::default();
-    let kid = child(p.target(&delegation, None), &child_sink);
+    let kid = child(p.target(&delegation, Some(token)), &child_sink);
     assert_eq!(kid.allow, vec![format!("localhost:{}", p.port)]);
     assert!(
         deliver(
@@ -389,9 +419,9 @@ async fn a_completion_reaches_the_waiting_task_and_the_helper_prints_its_respons
 async fn a_failed_child_fails_the_helper_with_its_state_and_reason() {
     let p = parent("", Duration::ZERO).await;
     let helper = p.delegate("worker");
-    let (delegation, _) = p.delegated().await;
+    let (delegation, token) = p.delegated().await;
     p.residue_entered().await;
-    let kid = child(p.target(&delegation, None), &Shared::default());
+    let kid = child(p.target(&delegation, token), &Shared::default());
     assert!(
         deliver(
             &kid,
@@ -431,9 +461,9 @@ async fn the_helper_names_the_capsules_it_may_delegate_to() {
 
     // Without a control socket there is no delegating at all.
     let sink = Shared::default();
-    let lone = Arc::new(session_at(&manifests(""), &sink));
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
+    let lone = Arc::new(session_served(&manifests(""), &sink, port));
     tokio::spawn(Arc::new(Door::new(lone.clone(), None)).serve(listener));
     let task = TaskId::mint();
     let token = lone.mint_task_token(&task);
@@ -492,6 +522,18 @@ async fn on_an_authenticated_door_the_completion_token_opens_only_its_completion
     assert_eq!(
         body["error"]["data"][0]["metadata"]["delegationId"],
         "dlg_0000"
+    );
+
+    // A door token, even the operator's, cannot post the awaited delegation's answer: only
+    // the completion token can.
+    let mut forged = completion_headers(&session, &delegation);
+    forged.push(("authorization", &operator));
+    let (status, body) = post(p.port, "/", &forged, send(completion.clone())).await;
+    assert_eq!(status, 200);
+    assert_eq!(body["error"]["code"], -31002, "{body}");
+    assert_eq!(
+        body["error"]["message"],
+        format!("no task in this session is waiting for delegation {delegation}")
     );
 
     // Its own completion: acknowledged exactly as the spec shows, in the task's context.

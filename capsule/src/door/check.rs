@@ -259,7 +259,12 @@ fn completion(door: &Door, req: &mut Inbound) -> Checked {
             RpcError::CompletionNotAwaited(message, Some(d.clone())),
         )
     };
-    // Checked before the params are read, as the spec orders it.
+    // Checked before the params are read, as the spec orders it. Only the delegation's own
+    // child holds its completion token: a completion without it, whatever door token it
+    // carries, is answered as one no task awaits, so nobody can learn which delegations are.
+    if !completion_token(door, &req.headers) {
+        return Err(not_awaited(req, NotAwaited::Unknown));
+    }
     if let Err(why) = door.session.delegations.task_of(&d) {
         return Err(not_awaited(req, why));
     }

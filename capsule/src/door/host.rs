@@ -44,9 +44,10 @@ fn with_port(authority: &str, default: u16) -> Option<String> {
 }
 
 impl Hosts {
-    /// The hosts of a door advertised at `urls` (its card's URL, its harnesses' URL), and
-    /// `declared` (`network.hosts`: `name` at the door's ports, or `name:port`).
-    pub fn new(urls: &[&str], declared: &[String]) -> Hosts {
+    /// The hosts of a door advertised at `urls` (its card's URL, its harnesses' URL) that
+    /// listens on `listening`, and `declared` (`network.hosts`: `name` at the door's ports, or
+    /// `name:port`).
+    pub fn new(urls: &[&str], listening: Option<u16>, declared: &[String]) -> Hosts {
         let mut allowed: Vec<String> = Vec::new();
         let mut add = |a: String| {
             if !allowed.contains(&a) {
@@ -54,10 +55,15 @@ impl Hosts {
             }
         };
         let own: Vec<String> = urls.iter().filter_map(|u| authority(u)).collect();
-        let ports: Vec<&str> = own
+        let mut ports: Vec<String> = own
             .iter()
-            .filter_map(|a| a.rsplit_once(':').map(|(_, p)| p))
+            .filter_map(|a| a.rsplit_once(':').map(|(_, p)| p.to_owned()))
             .collect();
+        if let Some(port) = listening.map(|p| p.to_string()) {
+            if !ports.contains(&port) {
+                ports.push(port);
+            }
+        }
         for a in &own {
             add(a.clone());
         }
@@ -164,7 +170,7 @@ mod tests {
     }
 
     fn door() -> Hosts {
-        Hosts::new(&["http://localhost:41873"], &[])
+        Hosts::new(&["http://localhost:41873"], Some(41873), &[])
     }
 
     #[test]
@@ -231,6 +237,7 @@ mod tests {
     fn the_advertised_address_and_declared_names_are_answered() {
         let hosts = Hosts::new(
             &["http://lead.murmur.svc:8080", "http://127.0.0.1:9000"],
+            Some(8080),
             &["proxy.example".into(), "other.example:443".into()],
         );
         for host in [
@@ -246,7 +253,12 @@ mod tests {
         assert!(hosts
             .check(&headers(&[("host", "other.example:8080")]))
             .is_err());
-        let plain = Hosts::new(&["http://door.example"], &[]);
+        let plain = Hosts::new(&["http://door.example"], None, &[]);
+        assert!(plain.check(&headers(&[("host", "localhost:80")])).is_ok());
+        let listening = Hosts::new(&["http://localhost:1"], Some(5000), &[]);
+        assert!(listening
+            .check(&headers(&[("host", "127.0.0.1:5000")]))
+            .is_ok());
         assert!(plain.check(&headers(&[("host", "door.example")])).is_ok());
     }
 }

@@ -54,8 +54,6 @@ pub struct Door {
     card: Bytes,
     /// GetExtendedAgentCard's result, on an authenticated door.
     extended: Option<Value>,
-    /// The addresses this door answers for.
-    hosts: host::Hosts,
     bodies: body::BodyReader,
 }
 
@@ -105,11 +103,7 @@ impl Door {
         let card = Bytes::from(card::build(&inputs, kind).to_string());
         let extended = authenticated.then(|| card::build(&inputs, card::CardKind::Extended));
         let body_limit = body_limit(&m.context);
-        let urls = [Some(session.url.as_str()), session.harness_url.as_deref()];
-        let urls: Vec<&str> = urls.into_iter().flatten().collect();
-        let hosts = host::Hosts::new(&urls, &m.network.hosts);
         Door {
-            hosts,
             session,
             tokens,
             methods,
@@ -126,6 +120,7 @@ impl Door {
 
     /// Serves until `session.shutdown` is set, then answers held requests and stops.
     pub async fn serve(self: Arc<Self>, listener: TcpListener) {
+        let hosts = Arc::new(self.hosts(listener.local_addr().ok().map(|a| a.port())));
         let graceful = hyper_util::server::graceful::GracefulShutdown::new();
         let going_down = self.session.going_down();
         tokio::pin!(going_down);
@@ -138,10 +133,16 @@ impl Door {
                         continue;
                     };
                     let _ = stream.set_nodelay(true);
-                    let door = self.clone();
+                    let (door, hosts) = (self.clone(), hosts.clone());
                     let service = service_fn(move |req| {
-                        let door = door.clone();
-                        async move { Ok::<_, Infallible>(door.handle(req).await) }
+                        let (door, hosts) = (door.clone(), hosts.clone());
+                        async move {
+                            // Before anything is read or answered, the card included.
+                            if let Err(refused) = hosts.check(req.headers()) {
+                                return Ok::<_, Infallible>(http_refusal(refused));
+                            }
+                            Ok(door.handle(req).await)
+                        }
                     });
                     // The timer arms hyper's header read timeout (30 s): a client that opens
                     // a connection, or keeps one idle, and sends nothing does not hold it for
@@ -163,10 +164,16 @@ impl Door {
         let _ = tokio::time::timeout(Duration::from_secs(5), graceful.shutdown()).await;
     }
 
+    /// The addresses this door answers for: its advertised address, its harnesses' address,
+    /// the loopback names at those ports and at the port it listens on, `network.hosts`.
+    fn hosts(&self, listening: Option<u16>) -> host::Hosts {
+        let s = &self.session;
+        let urls = [Some(s.url.as_str()), s.harness_url.as_deref()];
+        let urls: Vec<&str> = urls.into_iter().flatten().collect();
+        host::Hosts::new(&urls, listening, &s.manifest.network.hosts)
+    }
+
     async fn handle(&self, req: Request<Incoming>) -> HttpResponse {
-        if let Err(refused) = self.hosts.check(req.headers()) {
-            return http_refusal(refused);
-        }
         if req.method() == hyper::Method::GET && req.uri().path() == CARD_PATH {
             return json_response(StatusCode::OK, self.card.clone(), None);
         }
