@@ -416,6 +416,18 @@ fn member_credentials_see_only_their_own_tasks() {
         message("from lead", false),
     );
     let mine = mine["result"]["task"]["id"].as_str().unwrap().to_owned();
+    // Sent without `x-murmur-task-origin: peer`, it is still a peer's task: the credential
+    // says who sent it, not the headers (issue 18, finding 5).
+    let received = home
+        .trace(&coder)
+        .into_iter()
+        .find(|e| e["event_type"] == "a2a_task_received" && e["task_id"] == mine.as_str())
+        .unwrap();
+    assert_eq!(
+        (&received["origin"], &received["trust"]),
+        (&json!("peer"), &json!("untrusted")),
+        "{received}"
+    );
     let theirs = bearer_rpc(
         coder_port,
         &operator,

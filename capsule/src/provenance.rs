@@ -68,9 +68,11 @@ pub fn is_peer(headers: &HeaderMap) -> bool {
         .any(|v| v.as_bytes().eq_ignore_ascii_case(PEER.as_bytes()))
 }
 
-/// The origin and trust class of a task a request starts.
-pub fn of_request(headers: &HeaderMap) -> (Origin, Trust) {
-    if !is_peer(headers) {
+/// The origin and trust class of a task a request starts. A request whose credential is a
+/// formation member's (`member` true) is a peer's whatever its headers say: leaving the header
+/// out must not make a member's call count as the user's own.
+pub fn of_request(headers: &HeaderMap, member: bool) -> (Origin, Trust) {
+    if !is_peer(headers) && !member {
         return (Origin::Client, Trust::Trusted);
     }
     // One line reading exactly `trusted`; anything else, or several lines, is untrusted.
@@ -98,15 +100,28 @@ mod tests {
 
     #[test]
     fn a_client_is_trusted_and_a_peer_carries_its_senders_class() {
-        assert_eq!(of_request(&headers(&[])), (Origin::Client, Trust::Trusted));
         assert_eq!(
-            of_request(&headers(&[(TRUST_HEADER, "untrusted")])),
+            of_request(&headers(&[]), false),
+            (Origin::Client, Trust::Trusted)
+        );
+        assert_eq!(
+            of_request(&headers(&[]), true),
+            (Origin::Peer, Trust::Untrusted),
+            "a member's credential makes a peer, headers or none"
+        );
+        assert_eq!(
+            of_request(&headers(&[(TRUST_HEADER, "trusted")]), true),
+            (Origin::Peer, Trust::Trusted),
+            "a member's runtime states its task's class as any peer does"
+        );
+        assert_eq!(
+            of_request(&headers(&[(TRUST_HEADER, "untrusted")]), false),
             (Origin::Client, Trust::Trusted),
             "a trust class without the peer origin is a client's own message"
         );
         let peer = (ORIGIN_HEADER, "PEER");
         assert_eq!(
-            of_request(&headers(&[peer, (TRUST_HEADER, "trusted")])),
+            of_request(&headers(&[peer, (TRUST_HEADER, "trusted")]), false),
             (Origin::Peer, Trust::Trusted)
         );
         for other in [
@@ -116,13 +131,13 @@ mod tests {
             vec![peer, (TRUST_HEADER, "trusted"), (TRUST_HEADER, "trusted")],
         ] {
             assert_eq!(
-                of_request(&headers(&other)),
+                of_request(&headers(&other), false),
                 (Origin::Peer, Trust::Untrusted),
                 "{other:?}"
             );
         }
         assert_eq!(
-            of_request(&headers(&[(ORIGIN_HEADER, "completion")])).0,
+            of_request(&headers(&[(ORIGIN_HEADER, "completion")]), false).0,
             Origin::Client
         );
     }

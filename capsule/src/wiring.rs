@@ -10,9 +10,12 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+/// What every formation credential's name starts with.
+pub const MEMBER_PREFIX: &str = "member:";
+
 /// The credential a caller holds on a callee's door: `member:<caller>`.
 pub fn member_credential(caller: &str) -> String {
-    format!("member:{caller}")
+    format!("{MEMBER_PREFIX}{caller}")
 }
 
 /// The scopes of a `member:<caller>` credential: a peer's task methods. Not the session's own

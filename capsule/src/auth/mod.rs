@@ -52,6 +52,11 @@ pub struct Credential {
 }
 
 impl Credential {
+    /// A formation member's credential (`member:<caller>`), which a caller's runtime holds.
+    pub fn is_member(&self) -> bool {
+        self.name.starts_with(crate::wiring::MEMBER_PREFIX)
+    }
+
     pub fn reaches(&self, scope: Scope) -> bool {
         self.scopes.as_ref().is_none_or(|s| s.contains(&scope))
     }

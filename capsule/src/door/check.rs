@@ -44,6 +44,11 @@ impl Inbound {
             .map(Credential::viewer)
             .unwrap_or(Viewer::Everyone)
     }
+
+    /// Whether a formation member's runtime sent it (its credential says, not its headers).
+    pub fn sent_by_member(&self) -> bool {
+        self.credential.as_ref().is_some_and(Credential::is_member)
+    }
 }
 
 /// A step's verdict; boxed because refusals are large and rare.
@@ -120,10 +125,12 @@ fn is_completion(headers: &HeaderMap) -> bool {
     })
 }
 
-/// Step 3: a peer-origin request to a capsule that does not accept peer tasks.
+/// Step 3: a peer-origin request to a capsule that does not accept peer tasks. A formation
+/// member's credential makes a peer's request whether or not it says so (its credential is
+/// known from step 2).
 fn peer_consent(door: &Door, req: &mut Inbound) -> Checked {
-    if crate::provenance::is_peer(&req.headers) && !door.session.manifest.exports.peer_tasks_accept
-    {
+    let peer = crate::provenance::is_peer(&req.headers) || req.sent_by_member();
+    if peer && !door.session.manifest.exports.peer_tasks_accept {
         return Err(Box::new(Refusal::Http(HttpRefusal::peer_not_accepted())));
     }
     Ok(())

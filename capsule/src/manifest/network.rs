@@ -82,7 +82,7 @@ fn authentication(
     let mut credentials = Vec::new();
     for (cred, v) in r.entries(f.get("credentials"), &creds_path)? {
         let cred_path = creds_path.key(&cred);
-        if cred == RESERVED_CREDENTIAL || cred.starts_with("member:") {
+        if cred == RESERVED_CREDENTIAL || cred.starts_with(crate::wiring::MEMBER_PREFIX) {
             return Err(r.error(
                 ErrorCode::BadValue,
                 &cred_path,

@@ -951,3 +951,59 @@ async fn send_message_answers_the_peers_settled_task_and_a_cancel_cascades_to_it
     let state = slow.registry.state_of(&peer_task, &Viewer::Everyone);
     assert_eq!(state, Some(crate::tasks::TaskState::Canceled));
 }
+
+/// A JSON-RPC request to the door at `port`, as `token`'s holder sends it with no runtime
+/// header at all; answers status and body.
+async fn rpc_as(port: u16, token: &str, body: Value) -> (u16, Value) {
+    let url = format!("http://localhost:{port}");
+    let allowed = policy::check(&[format!("localhost:{port}")], &url).unwrap();
+    let stream = policy::dial(&allowed, Duration::from_secs(5))
+        .await
+        .unwrap();
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let req = Request::post("/")
+        .header("host", format!("localhost:{port}"))
+        .header("content-type", "application/json")
+        .header("a2a-version", "1.0")
+        .header("authorization", format!("Bearer {token}"))
+        .body(Full::new(Bytes::from(body.to_string())))
+        .unwrap();
+    let resp = sender.send_request(req).await.unwrap();
+    let status = resp.status().as_u16();
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    (status, serde_json::from_slice(&bytes).unwrap_or_default())
+}
+
+#[tokio::test]
+async fn a_member_credential_is_a_peer_whatever_its_headers_say() {
+    // A door that takes no peer tasks refuses a member's message even when it leaves out
+    // `x-murmur-task-origin: peer`: the credential says who sent it.
+    let closed = session_of(
+        "closed",
+        "network: { authentication: { scheme: bearer } }\n",
+        None,
+        &Shared::default(),
+    );
+    let port = serve(
+        closed.clone(),
+        &[
+            ("operator", "mur_operator", None),
+            ("member:lead", "mur_member", Some(&["SendMessage"][..])),
+        ],
+    )
+    .await;
+    let send = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {
+        "messageId": "m", "role": "ROLE_USER", "parts": [{"text": "hi"}]}}});
+    let (status, body) = rpc_as(port, "mur_member", send.clone()).await;
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(body["error"], "peer_not_accepted");
+    // The operator is the user's own client, and is served.
+    let mut send = send;
+    send["params"]["configuration"] = json!({"returnImmediately": true});
+    let (status, body) = rpc_as(port, "mur_operator", send).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body["result"]["task"]["id"].is_string(), "{body}");
+}

@@ -54,7 +54,7 @@ fn admit_task(
     req: &Inbound,
 ) -> Result<(crate::ids::TaskId, Value), Value> {
     let viewer = &req.viewer();
-    let (origin, trust) = crate::provenance::of_request(&req.headers);
+    let (origin, trust) = crate::provenance::of_request(&req.headers, req.sent_by_member());
     let registry = &door.session.registry;
     let mut text = std::mem::take(&mut msg.text);
     if !msg.reference_task_ids.is_empty() {
