@@ -142,3 +142,69 @@ fn a_host_list_entry_that_is_no_name_is_refused_at_launch() {
         "{err}"
     );
 }
+
+/// A context whose task runs on `run`, answered (its text).
+fn ask(run: &Launch, context: &str, text: &str) -> Value {
+    let mut params = message(text, false);
+    params["message"]["contextId"] = json!(context);
+    let resp = run.rpc("SendMessage", params);
+    resp["result"]["task"].clone()
+}
+
+#[test]
+fn a_harness_session_id_shaped_like_a_flag_never_reaches_a_command_line() {
+    let home = Home::new();
+    let fixture = Fixture {
+        dialect: "stream-json",
+        ..Fixture::default()
+    };
+    let run = start_fixture(&home, "murmur.yaml", &fixture, &[]);
+    let context = "ctx_0193f2a1c4d87e01b2c3d4e5f6a7b8c9";
+    // A hostile (or broken) harness reports a session id that would read as a flag.
+    let first = ask(&run, context, "@session --dangerously-skip-permissions");
+    assert_eq!(first["status"]["state"], "TASK_STATE_COMPLETED", "{first}");
+    // The context keeps no session: the next task starts a new one, and no attempt was given
+    // the id on its command line.
+    let second = ask(&run, context, "hello");
+    let answer = second["artifacts"][0]["parts"][0]["text"].as_str().unwrap();
+    assert!(answer.ends_with("resumed=no prompts=1"), "{answer}");
+    let starts: Vec<Value> = home
+        .trace(&run.session)
+        .into_iter()
+        .filter(|e| e["event_type"] == "harness_start")
+        .collect();
+    assert_eq!(starts.len(), 2);
+    assert!(
+        starts.iter().all(|s| s["session_mode"] == "new"),
+        "{starts:?}"
+    );
+    // A well-formed id is resumed as before.
+    let third = ask(&run, context, "again");
+    let answer = third["artifacts"][0]["parts"][0]["text"].as_str().unwrap();
+    assert!(answer.ends_with("resumed=yes prompts=2"), "{answer}");
+}
+
+#[test]
+fn a_task_text_past_what_linux_takes_as_an_argument_fails_saying_so() {
+    let home = Home::new();
+    let yaml = Fixture::default().yaml().replace(
+        "\"--dialect\", \"text\"]",
+        "\"--dialect\", \"text\", \"--prompt-arg\"]\n      prompt: arg",
+    );
+    assert!(yaml.contains("prompt: arg"), "{yaml}");
+    let path = home.write("murmur.yaml", &yaml);
+    let run = Launch::start(&home, &path, &[]);
+    let ok = run.send("@echo", false);
+    assert_eq!(
+        ok["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{ok}"
+    );
+    let text = "x".repeat(200_000);
+    let big = run.send(&text, false);
+    let task = &big["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_FAILED", "{task}");
+    assert_eq!(
+        task["status"]["message"]["parts"][0]["text"],
+        "the task's text is 200000 bytes, and this driver passes it as one command-line argument (prompt: arg), which Linux limits to 131071 bytes; use prompt: stdin"
+    );
+}

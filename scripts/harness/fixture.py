@@ -21,6 +21,7 @@ The task text (stdin, or the last argument with --prompt-arg) may hold directive
                      (exit 3 with its stderr when it fails)
   @tokenfile FILE    write MURMUR_TASK_TOKEN to FILE (tests of the control surface)
   @turns N           (stream-json) write N assistant turns before the result
+  @session ID        (stream-json) report ID as the session id, as a hostile harness could
 
 With --stdin-interrupt (use with --prompt-arg: stdin is then the control channel), any line
 arriving on stdin ends the harness with status 130, as an in-band interrupt would.
@@ -84,6 +85,7 @@ def main():
     code = 0
     turns = 1
     silent = False
+    reported = None
     for line in prompt.splitlines():
         word, _, rest = line.strip().partition(" ")
         if word == "@ignore-sigint":
@@ -140,9 +142,11 @@ def main():
             silent = True
         elif word == "@turns":
             turns = int(rest)
+        elif word == "@session":
+            reported = rest
 
     if dialect == "stream-json":
-        session = resume or str(uuid.uuid4())
+        session = reported or resume or str(uuid.uuid4())
         state_dir = os.environ.get("FIXTURE_STATE", ".fixture-sessions")
         os.makedirs(state_dir, exist_ok=True)
         path = os.path.join(state_dir, session)

@@ -39,6 +39,9 @@ pub const GRACE: Duration = Duration::from_secs(10);
 /// The most of stdout kept; a harness printing more has the rest dropped.
 const STDOUT_CAP: usize = 8 << 20;
 const STDERR_TAIL: usize = 64 << 10;
+/// The most one command-line argument may hold on Linux, its terminating NUL included
+/// (`MAX_ARG_STRLEN`, 32 pages).
+const ARG_MAX: usize = 128 << 10;
 /// How long readers keep reading after the attempt ended.
 const DRAIN: Duration = Duration::from_secs(2);
 
@@ -288,6 +291,14 @@ pub async fn run(
         return Ending::SpawnFailed(format!("the harness's private tmp could not be made: {e}"));
     }
     let files = files_wall(session, containment, &d.command);
+    if d.prompt == PromptMode::Arg && a.prompt.len() >= ARG_MAX {
+        return Ending::SpawnFailed(format!(
+            "the task's text is {} bytes, and this driver passes it as one command-line argument \
+             (prompt: arg), which Linux limits to {} bytes; use prompt: stdin",
+            a.prompt.len(),
+            ARG_MAX - 1
+        ));
+    }
     let Some(spec) = build_spec(session, d, a, &grant, files) else {
         return Ending::SpawnFailed("the driver's command is empty".into());
     };

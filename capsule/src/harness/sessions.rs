@@ -9,6 +9,21 @@ use std::sync::{Mutex, MutexGuard};
 /// How many contexts keep a harness session.
 pub const KEPT: usize = 10_000;
 
+/// The longest harness session id kept.
+const ID_MAX: usize = 128;
+
+/// Whether `id` is shaped as the CLIs write their session ids (Claude Code's and Codex's are
+/// UUIDs): letters, digits, `-`, `_`, `.`, `:`, at most 128 of them, and not starting with `-`,
+/// so that on a command line it can only be a value, never a flag.
+pub fn is_session_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= ID_MAX
+        && !id.starts_with('-')
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':'))
+}
+
 #[derive(Default)]
 struct Inner {
     by_context: HashMap<String, String>,
@@ -43,11 +58,13 @@ impl HarnessSessions {
         self.lock().by_context.get(context).cloned()
     }
 
-    /// Sets (or with `None` drops) the context's session; answers the one it replaced.
+    /// Sets (or with `None` drops) the context's session; answers the one it replaced. An id
+    /// not shaped like one ([`is_session_id`]) drops it too: it would go on the next attempt's
+    /// command line (`--resume {session}`), where `--something` reads as a flag.
     pub fn set(&self, context: &str, session: Option<String>) -> Option<String> {
         let mut inner = self.lock();
         inner.order.retain(|c| c != context);
-        let Some(session) = session else {
+        let Some(session) = session.filter(|s| is_session_id(s)) else {
             return inner.by_context.remove(context);
         };
         inner.order.push_back(context.to_owned());
@@ -64,6 +81,27 @@ impl HarnessSessions {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_id_that_could_read_as_a_flag_or_more_is_not_kept() {
+        let s = HarnessSessions::default();
+        s.set("ctx_a", Some("0199a3f1-c2d4-7e8a-b5c6-d7e8f9a0b1c2".into()));
+        assert!(s.get("ctx_a").is_some());
+        for bad in [
+            "--dangerously-skip-permissions",
+            "-x",
+            "a b",
+            "a;b",
+            "$(id)",
+            "",
+            &"x".repeat(129),
+            "a\nb",
+        ] {
+            s.set("ctx_a", Some("ok-id".into()));
+            s.set("ctx_a", Some(bad.to_owned()));
+            assert_eq!(s.get("ctx_a"), None, "{bad:?}");
+        }
+    }
 
     #[test]
     fn keeps_sets_and_drops() {
