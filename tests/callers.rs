@@ -208,3 +208,60 @@ fn a_task_text_past_what_linux_takes_as_an_argument_fails_saying_so() {
         "the task's text is 200000 bytes, and this driver passes it as one command-line argument (prompt: arg), which Linux limits to 131071 bytes; use prompt: stdin"
     );
 }
+
+/// The token `mur token` prints for `credential` of `session`.
+fn token_of(home: &Home, session: &str, credential: &str) -> String {
+    let (code, out, err) = home.run(&["token", session]);
+    assert_eq!(code, 0, "{err}");
+    out.lines()
+        .find_map(|l| l.strip_prefix(&format!("{credential} ")))
+        .unwrap_or_else(|| panic!("no {credential} in {out}"))
+        .to_owned()
+}
+
+/// `text` to `context` as `token`'s holder; answers the answer's text.
+fn ask_as(run: &Launch, token: &str, context: &str, text: &str, forget: bool) -> String {
+    let mut params = message(text, false);
+    params["message"]["contextId"] = json!(context);
+    if forget {
+        let uri = "https://docs.murmur.nexus/reference/agent-card/#murmur-door-v1";
+        params["message"]["metadata"] = json!({uri: {"forgetSession": true}});
+    }
+    let resp = bearer_rpc(run.port, token, "SendMessage", params);
+    resp["result"]["task"]["artifacts"][0]["parts"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no answer: {resp}"))
+        .to_owned()
+}
+
+#[test]
+fn a_context_s_conversation_is_its_owner_s_alone() {
+    let home = Home::new();
+    let fixture = Fixture {
+        dialect: "stream-json",
+        extra: "network:\n  authentication:\n    scheme: bearer\n    credentials:\n      alice: { scopes: [SendMessage] }\n      mallory: { scopes: [SendMessage] }\n",
+        ..Fixture::default()
+    };
+    let run = start_fixture(&home, "murmur.yaml", &fixture, &[]);
+    let alice = token_of(&home, &run.session, "alice");
+    let mallory = token_of(&home, &run.session, "mallory");
+    let context = "ctx_0193f2a1c4d87e01b2c3d4e5f6a7b8c9";
+    let first = ask_as(&run, &alice, context, "hello", false);
+    assert!(first.ends_with("resumed=no prompts=1"), "{first}");
+    // Context ids are in traces: mallory names alice's, and gets a conversation of her own.
+    let theirs = ask_as(&run, &mallory, context, "what did alice say?", false);
+    assert!(theirs.ends_with("resumed=no prompts=1"), "{theirs}");
+    assert!(
+        !theirs.contains(first.split_whitespace().next().unwrap()),
+        "{theirs} resumed alice's session"
+    );
+    // Her forgetSession drops her own, not alice's.
+    let forgot = ask_as(&run, &mallory, context, "forget it", true);
+    assert!(forgot.ends_with("resumed=no prompts=1"), "{forgot}");
+    let again = ask_as(&run, &alice, context, "and now?", false);
+    assert_eq!(
+        again,
+        first.replace("resumed=no prompts=1", "resumed=yes prompts=2"),
+        "alice's conversation went on"
+    );
+}

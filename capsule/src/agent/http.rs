@@ -86,19 +86,20 @@ pub struct HttpAgent {
     pub shell: Option<crate::shell::Shell>,
 }
 
-/// One task's run of the loop: its ending and the turns it used.
+/// One task's run of the loop: its ending and the turns it used. `conversation` is the key
+/// its context's history is kept under for the task's owner.
 pub async fn run(
     session: &Arc<Session>,
     agent: &HttpAgent,
     task: &TaskId,
-    context_id: &str,
+    (context_id, conversation): (&str, &str),
     input: &TaskInput,
     mut canceled: watch::Receiver<bool>,
 ) -> (Ending, u32) {
     let m = &session.manifest.inference;
     let system = system_prompt(session);
     let specs = tools::specs(&session.manifest.capabilities.shell_allow);
-    let mut history = session.conversations.get(context_id);
+    let mut history = session.conversations.get(conversation);
     history.push(first_message(input));
     let (mut answer, mut cut_empty, mut spent) = (String::new(), 0u32, 0u64);
     for turn in 1..=m.max_turns {
@@ -212,7 +213,7 @@ pub async fn run(
                 // A continued answer whose last allowed turn was cut with nothing more is
                 // the answer so far: a reply cut on the last turn still counts.
                 if last && !answer.is_empty() {
-                    session.conversations.keep(context_id, history);
+                    session.conversations.keep(conversation, history);
                     return (Ending::Answer(answer), turn);
                 }
                 if last {
@@ -243,7 +244,7 @@ pub async fn run(
                         blocks: vec![Block::Text(reply.text)],
                     });
                 }
-                session.conversations.keep(context_id, history);
+                session.conversations.keep(conversation, history);
                 return (Ending::Answer(answer), turn);
             }
         }

@@ -86,9 +86,12 @@ async fn run_task(
     let Started {
         id,
         context_id,
+        owner,
         input,
         canceled,
     } = task;
+    // The context's harness session or conversation, as its owner holds it.
+    let conversation = owner.conversation_key(&context_id);
     let began = Instant::now();
     session.trace.event(TraceEvent::TaskStart {
         task_id: id.clone(),
@@ -98,7 +101,7 @@ async fn run_task(
         attachments: attachments(&input.images),
     });
     if input.forget_session {
-        if let Some(dropped) = session.set_harness_session(&context_id, None) {
+        if let Some(dropped) = session.set_harness_session(&conversation, None) {
             session.trace.event(TraceEvent::HarnessSessionForgotten {
                 context_id: context_id.clone(),
                 harness_session: dropped,
@@ -113,7 +116,7 @@ async fn run_task(
             let resume = driver
                 .resume
                 .as_ref()
-                .and_then(|_| session.harness_session(&context_id));
+                .and_then(|_| session.harness_session(&conversation));
             let attempt = Attempt {
                 task_id: id.as_str(),
                 context_id: &context_id,
@@ -129,11 +132,18 @@ async fn run_task(
             session.revoke_task_tokens(&id);
             // Member calls still in flight are canceled, and recorded, before the task's end is.
             let errands = session.errands.close(&id).await;
-            (judge(session, &id, &context_id, ending), errands)
+            (judge(session, &id, &conversation, ending), errands)
         }
         Worker::Http(agent) => {
-            let (ending, turns) =
-                http::run(session, agent, &id, &context_id, &input, canceled).await;
+            let (ending, turns) = http::run(
+                session,
+                agent,
+                &id,
+                (&context_id, &conversation),
+                &input,
+                canceled,
+            )
+            .await;
             let errands = session.errands.close(&id).await;
             ((settle(session, &id, ending), turns), errands)
         }
@@ -204,11 +214,12 @@ fn settle(session: &Session, id: &TaskId, ending: http::Ending) -> Outcome {
     }
 }
 
-/// Turns a harness ending into the task's outcome, keeping the context's harness session.
-fn judge(session: &Session, id: &TaskId, context_id: &str, ending: Ending) -> (Outcome, u32) {
+/// Turns a harness ending into the task's outcome, keeping the context's harness session under
+/// its owner's `conversation` key.
+fn judge(session: &Session, id: &TaskId, conversation: &str, ending: Ending) -> (Outcome, u32) {
     let keep = |t: &harness::Transcript| {
         if let Some(s) = &t.session {
-            session.set_harness_session(context_id, Some(s.clone()));
+            session.set_harness_session(conversation, Some(s.clone()));
         }
         t.turns
     };

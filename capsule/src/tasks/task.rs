@@ -17,6 +17,22 @@ pub enum Owner {
     Credential(String),
 }
 
+impl Owner {
+    /// The key a context's conversation is kept under for this owner: a harness session and
+    /// an http conversation belong to the credential that started them, so another credential
+    /// naming the same `contextId` starts a conversation of its own, and can neither resume
+    /// nor forget this one. The session's own (the operator, a public door's callers, the
+    /// launch) keep the context id as it is.
+    pub fn conversation_key(&self, context_id: &str) -> String {
+        match self {
+            Owner::Session => context_id.to_owned(),
+            // A NUL cannot be in a credential name or a context id a client can send in JSON
+            // text it means to be one, so two owners' keys never meet.
+            Owner::Credential(c) => format!("{c}\u{0}{context_id}"),
+        }
+    }
+}
+
 /// Who is asking.
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub enum Viewer {

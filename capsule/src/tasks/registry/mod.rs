@@ -65,6 +65,8 @@ pub struct Notes {
 pub struct Started {
     pub id: TaskId,
     pub context_id: String,
+    /// Who started it: a context's conversation is its owner's alone.
+    pub owner: Owner,
     pub input: TaskInput,
     pub canceled: watch::Receiver<bool>,
 }
@@ -444,6 +446,7 @@ impl Registry {
                             (Some(t), Some(canceled)) => Some(Started {
                                 id: id.clone(),
                                 context_id: t.context_id.clone(),
+                                owner: t.owner.clone(),
                                 input: input.unwrap_or_default(),
                                 canceled,
                             }),
