@@ -9,6 +9,7 @@
 
 mod support;
 
+use std::io::{Read, Write};
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -559,4 +560,184 @@ fn canceling_the_lead_cancels_its_member_call_before_its_task_ends() {
         ended["result"]["metadata"],
         json!({"murmur": {"noAnswerBelow": [{"member": "coder", "status": "canceled"}]}})
     );
+}
+
+/// A test CA, and a TLS front for a door: it terminates TLS with a certificate for
+/// `localhost` the CA signed, and relays each connection to the door's plain port.
+struct TlsFront {
+    port: u16,
+    ca_pem: String,
+    handshakes: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl TlsFront {
+    fn start(door_port: u16) -> TlsFront {
+        use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::sync::Arc;
+        let ca_key = KeyPair::generate().unwrap();
+        let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca_params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "murmur test CA");
+        let ca = ca_params.self_signed(&ca_key).unwrap();
+        let leaf_key = KeyPair::generate().unwrap();
+        let leaf = CertificateParams::new(vec!["localhost".to_owned()])
+            .unwrap()
+            .signed_by(&leaf_key, &ca, &ca_key)
+            .unwrap();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![leaf.der().clone()],
+                rustls::pki_types::PrivateKeyDer::try_from(leaf_key.serialize_der()).unwrap(),
+            )
+            .unwrap();
+        let config = Arc::new(config);
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let handshakes = Arc::new(AtomicUsize::new(0));
+        let counted = handshakes.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(tcp) = conn else { continue };
+                let (config, counted) = (config.clone(), counted.clone());
+                std::thread::spawn(move || {
+                    let Ok(server) = rustls::ServerConnection::new(config) else {
+                        return;
+                    };
+                    let mut tls = rustls::StreamOwned::new(server, tcp);
+                    // The request, read whole (one JSON-RPC POST), then relayed.
+                    let mut request = Vec::new();
+                    let mut buf = [0u8; 16 << 10];
+                    loop {
+                        match tls.read(&mut buf) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => request.extend_from_slice(&buf[..n]),
+                        }
+                        if complete(&request) {
+                            break;
+                        }
+                    }
+                    counted.fetch_add(1, Ordering::SeqCst);
+                    let Ok(mut door) = std::net::TcpStream::connect(("127.0.0.1", door_port))
+                    else {
+                        return;
+                    };
+                    // One request a connection: the door closes it after its answer.
+                    if let Some(eol) = request.windows(2).position(|w| w == b"\r\n") {
+                        request.splice(eol + 2..eol + 2, b"Connection: close\r\n".iter().copied());
+                    }
+                    let _ = door.write_all(&request);
+                    let mut answer = Vec::new();
+                    let _ = door.read_to_end(&mut answer);
+                    let _ = tls.write_all(&answer);
+                    let _ = tls.flush();
+                    tls.conn.send_close_notify();
+                    let _ = tls.flush();
+                });
+            }
+        });
+        TlsFront {
+            port,
+            ca_pem: ca.pem(),
+            handshakes,
+        }
+    }
+
+    fn served(&self) -> usize {
+        self.handshakes.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// Whether `raw` holds a whole HTTP request with its `content-length` body.
+fn complete(raw: &[u8]) -> bool {
+    let Some(end) = raw.windows(4).position(|w| w == b"\r\n\r\n") else {
+        return false;
+    };
+    let head = String::from_utf8_lossy(&raw[..end]).to_ascii_lowercase();
+    let length = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .unwrap_or(0);
+    raw.len() >= end + 4 + length
+}
+
+#[test]
+fn an_https_peer_is_spoken_to_over_tls_and_its_certificate_is_checked() {
+    let home = Home::new();
+    // The worker behind a TLS front at localhost:FRONT, a name its door is told to answer for.
+    let reserve = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let worker_port = reserve.local_addr().unwrap().port();
+    drop(reserve);
+    let front = TlsFront::start(worker_port);
+    let worker = {
+        let yaml = Fixture {
+            name: "worker",
+            ..Fixture::default()
+        }
+        .yaml()
+            + ACCEPTS_PEERS
+            + &format!(
+                "network:\n  internal_port: {worker_port}\n  hosts: [\"localhost:{}\"]\n",
+                front.port
+            );
+        let manifest = home.write("worker/murmur.yaml", &yaml);
+        Launch::start(&home, &manifest, &[])
+    };
+    let url = format!("https://localhost:{}", front.port);
+    let ca = home.write("ca.pem", &front.ca_pem);
+    let sender_yaml = Fixture {
+        name: "sender",
+        ..Fixture::default()
+    }
+    .yaml()
+        + &allowing(std::slice::from_ref(&url));
+    let manifest = home.write("sender/murmur.yaml", &sender_yaml);
+
+    // Trusting the test CA: the message goes over TLS, and the worker answers it.
+    let sender = Launch::start_env(
+        &home,
+        &manifest,
+        &[],
+        &[("MURMUR_CA_FILE", ca.display().to_string())],
+    );
+    let ran = run_in_harness(&sender, &format!("mur send-message {url} hello over tls"));
+    assert_eq!(ran["code"], 0, "{ran}");
+    let task: Value = serde_json::from_str(ran["out"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        task["artifacts"][0]["parts"][0]["text"], "Acknowledged.",
+        "{task}"
+    );
+    assert!(front.served() >= 1, "nothing went through TLS");
+    let received = events(&home, &worker, "a2a_task_received");
+    assert_eq!(received.len(), 1);
+    assert_eq!(received[0]["origin"], "peer");
+    drop(sender);
+
+    // Without it, the certificate is not believed: a clear failure naming the peer, and
+    // nothing reaches the worker.
+    let before = front.served();
+    let sender = Launch::start(&home, &manifest, &[]);
+    let ran = run_in_harness(&sender, &format!("mur send-message {url} hello again"));
+    assert_ne!(ran["code"], 0, "{ran}");
+    let err = ran["err"].as_str().unwrap();
+    assert!(
+        err.contains(&format!(
+            "localhost:{}: the TLS handshake failed: invalid peer certificate: UnknownIssuer",
+            front.port
+        )),
+        "{err}"
+    );
+    assert_eq!(
+        front.served(),
+        before,
+        "a request got through an untrusted certificate"
+    );
+    assert_eq!(events(&home, &worker, "a2a_task_received").len(), 1);
 }

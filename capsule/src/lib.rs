@@ -28,6 +28,7 @@ pub mod shell;
 pub mod stream;
 pub mod tasks;
 pub mod text;
+pub mod tls;
 pub mod trace;
 pub mod wiring;
 

@@ -9,7 +9,7 @@
 //! message.
 
 use std::net::IpAddr;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -195,9 +195,7 @@ impl Endpoint {
         if !self.tls {
             return handshake(TokioIo::new(tcp)).await;
         }
-        let name = rustls::pki_types::ServerName::try_from(self.host.clone())
-            .map_err(|e| Failure::Tls(format!("{} is not a server name: {e}", self.host)))?;
-        let tls = tokio::time::timeout(CONNECT_WITHIN, tls_connector().connect(name, tcp))
+        let tls = tokio::time::timeout(CONNECT_WITHIN, crate::tls::connect(&self.host, tcp))
             .await
             .map_err(|_| {
                 Failure::Tls(format!(
@@ -229,28 +227,6 @@ where
         let _ = conn.await;
     });
     Ok((sender, driving))
-}
-
-/// rustls with the webpki roots and the ring provider, built once.
-fn tls_connector() -> tokio_rustls::TlsConnector {
-    static CONFIG: OnceLock<Arc<rustls::ClientConfig>> = OnceLock::new();
-    let config = CONFIG.get_or_init(|| {
-        use hyper_rustls::ConfigBuilderExt;
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let config = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map(|b| b.with_webpki_roots().with_no_client_auth());
-        match config {
-            Ok(c) => Arc::new(c),
-            // ring supports the default versions; this is unreachable, and stays harmless.
-            Err(_) => Arc::new(
-                rustls::ClientConfig::builder()
-                    .with_webpki_roots()
-                    .with_no_client_auth(),
-            ),
-        }
-    });
-    tokio_rustls::TlsConnector::from(config.clone())
 }
 
 /// `host[:port]` or `[v6][:port]` → (host without brackets, port); `None` when a port is

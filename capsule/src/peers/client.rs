@@ -1,5 +1,5 @@
-//! One JSON-RPC call to another door: plain HTTP/1.1 over the policy's one connect, a fresh
-//! connection a call, bounded in time and in what it reads. Every request carries what a
+//! One JSON-RPC call to another door: HTTP/1.1 over the policy's one connect (TLS to an
+//! `https://` door), a fresh connection a call, bounded in time and in what it reads. Every request carries what a
 //! capsule's runtime stamps on what it sends (agent-card.md "Runtime headers"): `A2A-Version:
 //! 1.0`, `x-murmur-task-origin: peer`, `x-murmur-task-trust` with the class of the task it is
 //! sent for, and, to a formation member, `Authorization: Bearer` with the `member:<self>` token.
@@ -14,7 +14,7 @@ use hyper::Request;
 use hyper_util::rt::TokioIo;
 use serde_json::{json, Value};
 
-use crate::policy::{self, Allowed};
+use crate::policy::{self, Allowed, Scheme};
 use crate::provenance::{
     Trust, COMPLETION, COMPLETION_SESSION_HEADER, DELEGATION_HEADER, ORIGIN_HEADER, PEER,
     TRUST_HEADER,
@@ -136,8 +136,24 @@ impl PeerDoor {
         Failure::Unreachable(format!("{}: {e}", self.peer_url()))
     }
 
+    /// HTTP/1.1 over `io`, its connection driven until its one response is read (or dropped,
+    /// the call given up).
+    async fn handshake<T>(&self, io: T) -> Result<http1::SendRequest<Full<Bytes>>, Failure>
+    where
+        T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        let (sender, conn) = http1::handshake(TokioIo::new(io))
+            .await
+            .map_err(|e| self.unreachable(&e))?;
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        Ok(sender)
+    }
+
     /// Connects (through the allow list) and posts one JSON-RPC request; answers the response
-    /// with its body unread.
+    /// with its body unread. An `https://` door is spoken to over TLS (`crate::tls`), its
+    /// certificate checked against its name.
     async fn post(
         &self,
         method: &str,
@@ -149,13 +165,17 @@ impl PeerDoor {
             .await
             .map_err(|e| self.unreachable(&e))?;
         let _ = stream.set_nodelay(true);
-        let (mut sender, conn) = http1::handshake(TokioIo::new(stream))
-            .await
-            .map_err(|e| self.unreachable(&e))?;
-        // The connection ends once its one response is read (or dropped, the call given up).
-        tokio::spawn(async move {
-            let _ = conn.await;
-        });
+        let mut sender = match self.allowed.target().scheme() {
+            Scheme::Http => self.handshake(stream).await?,
+            Scheme::Https => {
+                let host = self.allowed.target().host();
+                let tls = tokio::time::timeout(CONNECT_WITHIN, crate::tls::connect(host, stream))
+                    .await
+                    .map_err(|_| self.unreachable(&"no TLS handshake within the connect bound"))?
+                    .map_err(|e| self.unreachable(&format!("the TLS handshake failed: {e}")))?;
+                self.handshake(tls).await?
+            }
+        };
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
         let mut req = Request::post(self.allowed.target().path())
             .header(hyper::header::HOST, &peer)

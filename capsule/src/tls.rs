@@ -1,0 +1,87 @@
+//! The one TLS client setup every `https://` connection a capsule makes goes through (an
+//! inference provider, a peer door): rustls with the webpki roots, plus the certificates of the
+//! PEM file `MURMUR_CA_FILE` names, for a private CA (a company's proxy, a cluster's own CA).
+//! The server's name is always checked against its certificate.
+
+use std::sync::{Arc, OnceLock};
+
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
+use tokio::net::TcpStream;
+use tokio_rustls::client::TlsStream;
+
+/// The variable naming a PEM file of extra trusted CA certificates.
+pub const CA_ENV: &str = "MURMUR_CA_FILE";
+
+/// The client config, built once: `Err` says why `MURMUR_CA_FILE` cannot be used (every
+/// `https://` connection then fails with that sentence, rather than trusting less or more
+/// than the user said).
+fn config() -> Result<Arc<rustls::ClientConfig>, String> {
+    static CONFIG: OnceLock<Result<Arc<rustls::ClientConfig>, String>> = OnceLock::new();
+    CONFIG
+        .get_or_init(|| build(std::env::var_os(CA_ENV).map(std::path::PathBuf::from)))
+        .clone()
+}
+
+fn build(ca_file: Option<std::path::PathBuf>) -> Result<Arc<rustls::ClientConfig>, String> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    if let Some(path) = ca_file {
+        let shown = path.display();
+        let pem = std::fs::read(&path).map_err(|e| format!("{CA_ENV}={shown}: {e}"))?;
+        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&pem)
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("{CA_ENV}={shown} is not a PEM file of certificates: {e}"))?;
+        if certs.is_empty() {
+            return Err(format!("{CA_ENV}={shown} holds no certificate"));
+        }
+        for cert in certs {
+            roots
+                .add(cert)
+                .map_err(|e| format!("{CA_ENV}={shown} holds a certificate rustls refuses: {e}"))?;
+        }
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("no TLS version to speak: {e}"))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(Arc::new(config))
+}
+
+/// Opens TLS over `tcp` to `host`, whose certificate must name it. The error is a sentence.
+pub async fn connect(host: &str, tcp: TcpStream) -> Result<TlsStream<TcpStream>, String> {
+    let config = config()?;
+    let name = ServerName::try_from(host.trim_matches(['[', ']']).to_owned())
+        .map_err(|e| format!("{host} is not a server name: {e}"))?;
+    tokio_rustls::TlsConnector::from(config)
+        .connect(name, tcp)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ca_file_that_cannot_be_used_says_why() {
+        let dir = std::env::temp_dir().join(format!("murmur-tls-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let missing = dir.join("missing.pem");
+        let err = build(Some(missing.clone())).unwrap_err();
+        assert!(
+            err.starts_with(&format!("{CA_ENV}={}: ", missing.display())),
+            "{err}"
+        );
+        let empty = dir.join("empty.pem");
+        std::fs::write(&empty, "not a certificate\n").unwrap();
+        assert_eq!(
+            build(Some(empty.clone())).unwrap_err(),
+            format!("{CA_ENV}={} holds no certificate", empty.display())
+        );
+        assert!(build(None).is_ok());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
