@@ -1,5 +1,7 @@
-//! What reading a manifest may cost: at most 1 MiB of text (E-MAN-010) and at most 64 levels of
-//! lists and mappings inside each other (E-MAN-011). Both are checked before serde_yaml sees the
+//! What reading a manifest may cost: at most 1 MiB of text (E-MAN-010), at most 64 levels of
+//! lists and mappings inside each other (E-MAN-011), and no YAML anchors or aliases (E-MAN-002):
+//! one anchor referenced many times is expanded each time by the parser, so a few kilobytes of
+//! aliases can stand for gigabytes of manifest, past both other bounds. Both are checked before serde_yaml sees the
 //! text — the size before the file is read whole, the depth by one linear pre-scan — because the
 //! YAML parser's time grows with nesting (100 000 nested `[` took 45 s to refuse) and a huge file
 //! would otherwise be held in memory and copied into the records. A manifest is a few kilobytes of
@@ -107,6 +109,42 @@ pub fn check_depth(text: &str, file: &Path) -> Result<(), ManifestError> {
         ),
     )
     .at(Some((line, column))))
+}
+
+/// E-MAN-002 when `text` holds a YAML anchor (`&name`) or alias (`*name`), naming the line of the
+/// first. Read with a YAML event parser of its own (yaml-rust2), which reports anchors and
+/// aliases as events, where serde_yaml would expand them silently. Text that parser cannot read
+/// passes: serde_yaml then says what is wrong with it.
+pub fn check_aliases(text: &str, file: &Path) -> Result<(), ManifestError> {
+    use yaml_rust2::parser::{Event, Parser};
+    let mut parser = Parser::new_from_str(text);
+    loop {
+        let Ok((event, mark)) = parser.next_token() else {
+            return Ok(());
+        };
+        let found = match event {
+            Event::StreamEnd => return Ok(()),
+            Event::Alias(_) => "an alias (*name)",
+            Event::Scalar(_, _, anchor, _)
+            | Event::SequenceStart(anchor, _)
+            | Event::MappingStart(anchor, _)
+                if anchor > 0 =>
+            {
+                "an anchor (&name)"
+            }
+            _ => continue,
+        };
+        let (line, column) = (mark.line(), mark.col().saturating_add(1));
+        return Err(ManifestError::new(
+            ErrorCode::Syntax,
+            file,
+            "",
+            format!("line {line}: {found}: a manifest takes no YAML anchors or aliases"),
+            "write the value out where it is needed: an alias can make a few lines stand for \
+             more manifest than murmur reads",
+        )
+        .at(Some((line, column))));
+    }
 }
 
 /// `Err((line, column))`, both 1-based, of the first collection opened past `MAX_DEPTH`.

@@ -99,7 +99,8 @@ fn read_text(path: &Path) -> Result<String, ManifestError> {
 
 /// `text` as YAML; E-MAN-002 with the line and column serde_yaml reports. `${NAME}` references
 /// are kept intact even where YAML would choke on their braces (see `interpolate::protect`).
-/// Text over 1 MiB (E-MAN-010) or nested past 64 levels (E-MAN-011) never reaches the parser.
+/// Text over 1 MiB (E-MAN-010), nested past 64 levels (E-MAN-011) or holding an anchor or an
+/// alias (E-MAN-002) never reaches the parser.
 pub fn parse_yaml(text: &str, path: &Path) -> Result<Value, ManifestError> {
     let size = u64::try_from(text.len()).unwrap_or(u64::MAX);
     if size > limits::MAX_BYTES {
@@ -107,6 +108,7 @@ pub fn parse_yaml(text: &str, path: &Path) -> Result<Value, ManifestError> {
     }
     let protected = interpolate::protect(text);
     limits::check_depth(protected.as_deref().unwrap_or(text), path)?;
+    limits::check_aliases(protected.as_deref().unwrap_or(text), path)?;
     let parsed = serde_yaml::from_str::<Value>(protected.as_deref().unwrap_or(text));
     let value = parsed.map_err(|err| {
         let full = err.to_string();

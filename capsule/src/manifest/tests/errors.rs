@@ -42,6 +42,37 @@ fn e002_yaml_syntax_with_line_and_column() {
 }
 
 #[test]
+fn e002_anchors_and_aliases_are_refused_naming_the_line() {
+    // The billion laughs: each line stands for ten of the one above.
+    let mut laughs = String::from("name: a\nversion: \"1\"\nx0: &a0 [lol, lol, lol, lol, lol]\n");
+    for i in 1..9 {
+        let refs = vec![format!("*a{}", i - 1); 10].join(", ");
+        laughs.push_str(&format!("x{i}: &a{i} [{refs}]\n"));
+    }
+    let err = refused(
+        &laughs,
+        ErrorCode::Syntax,
+        "",
+        "error[E-MAN-002]: worker/murmur.yaml: line 3: an anchor (&name): a manifest takes no \
+         YAML anchors or aliases\n  hint: write the value out where it is needed: an alias can \
+         make a few lines stand for more manifest than murmur reads",
+    );
+    assert_eq!(err.line(), Some(3));
+    // An anchor always comes before its first alias: the anchor is what is named.
+    refused(
+        "name: a\nversion: \"1\"\nq: &q queue\nlifecycle:\n  task_acceptance: *q\n",
+        ErrorCode::Syntax,
+        "",
+        "error[E-MAN-002]: worker/murmur.yaml: line 3: an anchor (&name): a manifest takes no \
+         YAML anchors or aliases\n  hint: write the value out where it is needed: an alias can \
+         make a few lines stand for more manifest than murmur reads",
+    );
+    // `&` and `*` inside a value are text, not YAML.
+    let plain = "a: \"1 & *2\"\nb: x&y\nc: 3*4\nd: [a&b, 'c *d']\ne: |\n  *not an alias\n";
+    assert!(crate::manifest::limits::check_aliases(plain, std::path::Path::new("m.yaml")).is_ok());
+}
+
+#[test]
 fn e003_typo_gets_did_you_mean() {
     let err = refused(
         &with("lifecycle:\n  task_acceptence: queue\n"),
