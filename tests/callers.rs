@@ -265,3 +265,31 @@ fn a_context_s_conversation_is_its_owner_s_alone() {
         "alice's conversation went on"
     );
 }
+
+/// Records hold a user's tasks and answers: with no home to put them in, `mur` says so instead
+/// of writing them to a shared folder (it used to take `/tmp/.murmur`). Run as a user the
+/// password database does not know, with neither `HOME` nor `MURMUR_HOME` set (this needs root,
+/// as CI runs; `setpriv` drops to that user).
+#[test]
+fn with_no_home_mur_refuses_rather_than_writing_records_to_a_shared_folder() {
+    let root = std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"));
+    assert!(root, "this test drops to an unknown user, which takes root");
+    let home = Home::new();
+    let out = std::process::Command::new("setpriv")
+        .args(["--reuid", "54321", "--regid", "54321", "--clear-groups"])
+        .arg(&home.bin)
+        .arg("ps")
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .current_dir("/")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "error[E-RUN-040]: murmur has nowhere to keep its records: neither MURMUR_HOME nor HOME is set, and the password database names no home for this user\n  hint: set MURMUR_HOME to a folder of your own, e.g. MURMUR_HOME=$PWD/.murmur\n"
+    );
+}

@@ -211,6 +211,7 @@ fn main() {
 }
 
 async fn dispatch(cmd: Cmd) -> CliResult<i32> {
+    records::settle_home()?;
     match cmd {
         Cmd::Run {
             manifest,

@@ -13,16 +13,52 @@ use crate::error::{CliError, CliResult, Code};
 
 /// `$MURMUR_HOME`, made absolute against the folder `mur` runs in: every path murmur hands
 /// on (a capsule's records, the folder a jail hides) then means the same in every process,
-/// whatever folder that process works in.
+/// whatever folder that process works in. Found once ([`settle_home`] says why it cannot be).
 pub fn home() -> PathBuf {
-    if let Some(h) = std::env::var_os("MURMUR_HOME").filter(|h| !h.is_empty()) {
-        let h = PathBuf::from(h);
-        return std::path::absolute(&h).unwrap_or(h);
+    located().clone().unwrap_or_default()
+}
+
+/// The home, or why there is none.
+fn located() -> &'static Result<PathBuf, String> {
+    static HOME: std::sync::OnceLock<Result<PathBuf, String>> = std::sync::OnceLock::new();
+    HOME.get_or_init(locate)
+}
+
+/// `$MURMUR_HOME`; else `.murmur` in `$HOME`; else in the user's home as the password database
+/// names it. Never a shared folder such as `/tmp`: records hold a user's tasks and answers.
+fn locate() -> Result<PathBuf, String> {
+    let set = |name: &str| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    if let Some(h) = set("MURMUR_HOME") {
+        return Ok(std::path::absolute(&h).unwrap_or(h));
     }
-    let user = std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/tmp"));
-    user.join(".murmur")
+    let user = set("HOME").or_else(|| {
+        nix::unistd::User::from_uid(nix::unistd::getuid())
+            .ok()
+            .flatten()
+            .map(|u| u.dir)
+            .filter(|d| d.is_absolute())
+    });
+    user.map(|h| h.join(".murmur")).ok_or_else(|| {
+        "neither MURMUR_HOME nor HOME is set, and the password database names no home for this user"
+            .to_owned()
+    })
+}
+
+/// Every command that reads or writes records calls this first: a home that cannot be found is
+/// a clear error, never a guess.
+pub fn settle_home() -> CliResult<()> {
+    match located() {
+        Ok(_) => Ok(()),
+        Err(why) => Err(CliError::new(
+            Code::Records,
+            format!("murmur has nowhere to keep its records: {why}"),
+            "set MURMUR_HOME to a folder of your own, e.g. MURMUR_HOME=$PWD/.murmur",
+        )),
+    }
 }
 
 /// `records/<absolute workdir without leading slash>/`: every session launched in `workdir`.
