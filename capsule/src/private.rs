@@ -43,6 +43,8 @@ pub fn create_dir_under(root: &Path, dir: &Path) -> std::io::Result<()> {
 
 /// Opens `path` for writing, created 0600; an existing file is made 0600 through the handle,
 /// before anything is written to it. `append` keeps what it holds, otherwise it is truncated.
+/// A symbolic link at `path` is refused (`O_NOFOLLOW`): a record is never written through one
+/// to wherever it points.
 pub fn open(path: &Path, append: bool) -> std::io::Result<File> {
     let file = OpenOptions::new()
         .create(true)
@@ -50,14 +52,31 @@ pub fn open(path: &Path, append: bool) -> std::io::Result<File> {
         .append(append)
         .truncate(!append)
         .mode(FILE_MODE)
+        .custom_flags(libc::O_NOFOLLOW)
         .open(path)?;
     file.set_permissions(Permissions::from_mode(FILE_MODE))?;
     Ok(file)
 }
 
-/// Writes `bytes` to `path` (replacing what it held), 0600.
+/// Writes `bytes` to `path` (replacing what it held), 0600: into a new file of its own
+/// (`O_EXCL | O_NOFOLLOW`, so nothing prepared in advance is written into), then renamed over
+/// `path`, which replaces whatever was there — a link included, never what it points at — and
+/// leaves no reader a half-written file.
 pub fn write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    open(path, false)?.write_all(bytes)
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let fresh = path.with_file_name(format!(".{name}.{}", rand::random::<u64>()));
+    let written = OpenOptions::new()
+        .create_new(true)
+        .write(true)
+        .mode(FILE_MODE)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&fresh)
+        .and_then(|mut f| f.write_all(bytes))
+        .and_then(|()| std::fs::rename(&fresh, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&fresh);
+    }
+    written
 }
 
 #[cfg(test)]
@@ -67,6 +86,37 @@ mod tests {
 
     fn mode(path: &Path) -> u32 {
         std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn a_link_planted_where_a_record_goes_is_never_written_through() {
+        let root = std::env::temp_dir().join(format!("murmur-links-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(&root).unwrap();
+        let victim = root.join("victim");
+        std::fs::write(&victim, "theirs").unwrap();
+        let trace = root.join("trace.jsonl");
+        std::os::unix::fs::symlink(&victim, &trace).unwrap();
+        let err = open(&trace, true).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::ELOOP), "{err}");
+        let tokens = root.join("ses.tokens");
+        std::os::unix::fs::symlink(&victim, &tokens).unwrap();
+        write(&tokens, b"mine").unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "theirs");
+        assert_eq!(std::fs::read_to_string(&tokens).unwrap(), "mine");
+        assert!(!std::fs::symlink_metadata(&tokens)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert_eq!(mode(&tokens), FILE_MODE);
+        // Nothing of the fresh file is left beside it.
+        let left: Vec<_> = std::fs::read_dir(&root)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(left.len(), 3, "{left:?}");
+        let _ = std::fs::remove_dir_all(&root);
     }
 
     #[test]
