@@ -221,7 +221,8 @@ fn check_deployment(d: &Value, object: &str) {
     // docs/kubernetes.md states these figures.
     assert_eq!(
         c["resources"],
-        json!({"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "1Gi"}})
+        json!({"requests": {"cpu": "100m", "memory": "128Mi", "ephemeral-storage": "256Mi"},
+               "limits": {"cpu": "2", "memory": "1Gi", "ephemeral-storage": "2Gi"}})
     );
     assert_eq!(
         c["env"][0],
@@ -832,6 +833,51 @@ fn refusals_name_what_was_wrong() {
     assert_eq!(
         refused(&home, &["render", "--target", "kubernetes", formation.to_str().unwrap()]),
         format!("error[E-RND-002]: member boss: capabilities.delegate is not available on Kubernetes: a sub-capsule needs a supervisor beside its parent, which a cluster does not have in this release\n  hint: remove capabilities.delegate from {}, or run the formation with `mur run`\n", parent_path.display())
+    );
+
+    // A key written in a manifest would go into its ConfigMap as written: refused.
+    let keyed = home.write(
+        "keyed/worker.yaml",
+        "name: keyed\nversion: \"0.1.0\"\nartifacts:\n  - name: murmur/driver-anthropic\n    runtime: driver\n    gateway: { endpoint: https://api.anthropic.com, api_key: sk-ant-literal }\ninference:\n  transport: http\n  model: m\n  driver: { artifact: murmur/driver-anthropic }\n",
+    );
+    let formation = home.write(
+        "keyed/formation.yaml",
+        "formation:\n  name: keyed\n  version: \"0.1.0\"\n  entry: w\n  members:\n    w: { manifest: worker.yaml }\n",
+    );
+    let said = refused(
+        &home,
+        &[
+            "render",
+            "--target",
+            "kubernetes",
+            formation.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(
+        said,
+        format!("error[E-RND-002]: member w: artifacts[0].gateway.api_key is written in {}, which mur render puts in a ConfigMap as it is: anyone who may read the namespace's ConfigMaps would read the key\n  hint: write api_key: ${{YOUR_KEY_VARIABLE}} and put the key in the formation's env Secret (docs/kubernetes.md)\n", keyed.display())
+    );
+    assert!(!said.contains("sk-ant-literal"));
+    // An address with no port would open every port of it: refused.
+    let open = home.write(
+        "open/worker.yaml",
+        &format!(
+            "{}capabilities:\n  network:\n    allow: [\"10.0.0.7\"]\n",
+            Fixture {
+                name: "open",
+                ..Fixture::default()
+            }
+            .yaml()
+        ),
+    );
+    let _ = open;
+    let formation = home.write(
+        "open/formation.yaml",
+        "formation:\n  name: open\n  version: \"0.1.0\"\n  entry: w\n  members:\n    w: { manifest: worker.yaml }\n",
+    );
+    assert_eq!(
+        refused(&home, &["render", "--target", "kubernetes", formation.to_str().unwrap()]),
+        "error[E-RND-002]: member w: capabilities.network.allow entry \"10.0.0.7\" names no port, and a NetworkPolicy for it would open every port of 10.0.0.7\n  hint: write the port it is reached on (10.0.0.7:443), or its scheme (https://10.0.0.7)\n"
     );
 
     // The formation checks `mur run` makes are made here, by the same code.

@@ -70,6 +70,16 @@ impl Entry {
         &self.host
     }
 
+    /// Whether the entry is written with a scheme (`https://host`), which implies its port.
+    pub fn names_scheme(&self) -> bool {
+        self.scheme.is_some()
+    }
+
+    /// The port a rule for this entry opens: the one it fixes, else the one its scheme implies.
+    pub fn implied_port(&self) -> Option<u16> {
+        self.port.or(self.scheme.map(|s| s.default_port()))
+    }
+
     /// The one port the entry allows, when it fixes one.
     pub fn port(&self) -> Option<u16> {
         self.port

@@ -94,12 +94,72 @@ pub fn plan(path: &Path) -> CliResult<(Plan, String)> {
             ));
         }
     }
+    for m in &plan.members {
+        refuse_written_keys(m)?;
+        refuse_open_ports(m)?;
+    }
     let name = plan
         .formation
         .as_ref()
         .map(|f| f.name.clone())
         .unwrap_or_default();
     Ok((plan, name))
+}
+
+/// A member whose manifest writes an API key itself (not `${VAR}`) is refused: its manifest goes
+/// into a ConfigMap as written, which anyone who may read the namespace's ConfigMaps reads.
+fn refuse_written_keys(m: &crate::formation::plan::PlannedMember) -> CliResult<()> {
+    let path = &m.manifest.path;
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let Ok(raw) = serde_yaml::from_str::<serde_yaml::Value>(&text) else {
+        return Ok(());
+    };
+    let artifacts = raw.get("artifacts").and_then(|a| a.as_sequence());
+    for (i, artifact) in artifacts.into_iter().flatten().enumerate() {
+        let key = artifact
+            .get("gateway")
+            .and_then(|g| g.get("api_key"))
+            .and_then(|k| k.as_str());
+        if key.is_some_and(|k| !capsule::manifest::interpolate::has_reference(k)) {
+            return Err(CliError::new(
+                Code::RenderRefused,
+                format!(
+                    "member {}: artifacts[{i}].gateway.api_key is written in {}, which mur render puts in a ConfigMap as it is: anyone who may read the namespace's ConfigMaps would read the key",
+                    m.name,
+                    path.display()
+                ),
+                "write api_key: ${YOUR_KEY_VARIABLE} and put the key in the formation's env Secret (docs/kubernetes.md)",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// An allow-list entry that names an address without a port or a scheme allows every port of
+/// it, and a NetworkPolicy rule for it would open every port and protocol: refused, so that what
+/// the cluster opens is what the manifest meant.
+fn refuse_open_ports(m: &crate::formation::plan::PlannedMember) -> CliResult<()> {
+    for written in &m.manifest.capabilities.network_allow {
+        let Ok(entry) = capsule::policy::Entry::parse(written) else {
+            continue;
+        };
+        let host = entry.host().trim_matches(['[', ']']);
+        let address = host.parse::<std::net::IpAddr>();
+        if address.is_ok_and(|ip| !ip.is_loopback())
+            && entry.port().is_none()
+            && !entry.names_scheme()
+        {
+            return Err(CliError::new(
+                Code::RenderRefused,
+                format!(
+                    "member {}: capabilities.network.allow entry {written:?} names no port, and a NetworkPolicy for it would open every port of {host}",
+                    m.name
+                ),
+                format!("write the port it is reached on ({host}:443), or its scheme (https://{host})"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Every object of the formation at `path`: the formation's default-deny policy first, then per

@@ -150,8 +150,9 @@ fn allow_rules(allow: &[String]) -> (Vec<Value>, Vec<String>) {
                     IpAddr::V4(_) => format!("{ip}/32"),
                     IpAddr::V6(_) => format!("{ip}/128"),
                 };
+                // An entry with no port or scheme is refused before this (`render::plan`).
                 let mut rule = json!({ "to": [{ "ipBlock": { "cidr": cidr } }] });
-                if let Some(port) = entry.port() {
+                if let Some(port) = entry.implied_port() {
                     rule["ports"] = json!([tcp(port)]);
                 }
                 rules.push(rule);
@@ -174,7 +175,7 @@ mod tests {
             "api.example.com".to_owned(),
             "localhost:52222".to_owned(),
             "127.0.0.1".to_owned(),
-            "192.168.0.9".to_owned(),
+            "https://192.168.0.9".to_owned(),
         ];
         let (rules, unrendered) = allow_rules(&allow);
         assert_eq!(
@@ -182,7 +183,7 @@ mod tests {
             vec![
                 json!({"to": [{"ipBlock": {"cidr": "10.1.2.3/32"}}], "ports": [tcp(443)]}),
                 json!({"to": [{"ipBlock": {"cidr": "fd00::1/128"}}], "ports": [tcp(8080)]}),
-                json!({"to": [{"ipBlock": {"cidr": "192.168.0.9/32"}}]}),
+                json!({"to": [{"ipBlock": {"cidr": "192.168.0.9/32"}}], "ports": [tcp(443)]}),
             ]
         );
         assert_eq!(unrendered, vec!["api.example.com".to_owned()]);

@@ -199,9 +199,11 @@ fn container(port: u16, object: &str, formation: &str, image: &str) -> Value {
         "ports": [{ "name": "door", "containerPort": port, "protocol": "TCP" }],
         "readinessProbe": probe(port, 5, 3),
         "livenessProbe": probe(port, 20, 6),
+        // Bounded on every resource a pod can take from its node: a harness that loops, or
+        // fills its emptyDirs, is stopped by the kubelet rather than starving its neighbours.
         "resources": {
-            "requests": { "cpu": "100m", "memory": "128Mi" },
-            "limits": { "memory": "1Gi" },
+            "requests": { "cpu": "100m", "memory": "128Mi", "ephemeral-storage": "256Mi" },
+            "limits": { "cpu": "2", "memory": "1Gi", "ephemeral-storage": "2Gi" },
         },
         "securityContext": {
             "allowPrivilegeEscalation": false,
