@@ -694,6 +694,8 @@ fn list_tasks_parameters() {
         (json!({"pageSize": true}), &size),
         (json!({"pageToken": "garbage"}), &token),
         (json!({"pageToken": "OTk5OTk5OnRza18wMWEx"}), &token),
+        // A plausible position (1:tsk_01a1) the door did not sign: crafted, not issued.
+        (json!({"pageToken": "MTp0c2tfMDFhMQ=="}), &token),
         (json!({"pageToken": 5}), &token),
         (json!({"pageToken": null}), &token),
         (json!({"statusTimestampAfter": "yesterday"}), &after),
