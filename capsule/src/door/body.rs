@@ -1,7 +1,13 @@
 //! Reading a request body, and the bounds on what bodies may hold: one body at most the door's
-//! limit, every body being read at once at most the body budget, each read within a deadline.
-//! A hostile client can open many connections, and each could otherwise make the door buffer
-//! a body of the limit's size: the budget is what keeps their sum bounded.
+//! limit, every body being read at once at most the body budget, each read within a deadline
+//! and never idle long. A hostile client can open many connections, and each could otherwise
+//! make the door buffer a body of the limit's size: the budget keeps their sum bounded.
+//!
+//! The budget is charged for the bytes that actually arrived, not the ones a header promises,
+//! and a body's first [`FREE`] bytes are not charged at all (the connection cap bounds those):
+//! so clients that trickle large bodies can hold only what they really sent, and an ordinary
+//! request — a GetTask, a ListTasks, a short message — never waits behind them. A body the
+//! budget has no room for is refused 503 at once rather than left waiting.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,6 +29,14 @@ pub const BUDGET: usize = 64 << 20;
 /// body from holding its share of the budget for ever.
 pub const DEADLINE: Duration = Duration::from_secs(60);
 
+/// The longest a body may go without a byte arriving: the minimum rate, which ends a client
+/// that holds its connection open by sending almost nothing.
+pub const IDLE: Duration = Duration::from_secs(10);
+/// What any one body may hold before the budget is charged.
+pub const FREE: usize = 64 << 10;
+/// How much of the budget a large body takes at a time.
+const STEP: usize = 256 << 10;
+
 /// The budget is counted in KiB, so the largest limit fits a semaphore's `u32` permits.
 const UNIT: usize = 1 << 10;
 
@@ -30,7 +44,7 @@ const UNIT: usize = 1 << 10;
 /// what was parsed from it are done with.
 pub struct Read {
     pub bytes: Bytes,
-    pub share: OwnedSemaphorePermit,
+    pub share: Option<OwnedSemaphorePermit>,
 }
 
 pub struct BodyReader {
@@ -55,51 +69,68 @@ impl BodyReader {
     }
 
     /// Reads the body whole. A declared length past the limit is refused before a byte is
-    /// read; a body without one takes the limit's share of the budget, as it may be that long.
+    /// read; past [`FREE`], the budget is charged as bytes arrive.
     pub async fn read(&self, headers: &HeaderMap, body: Incoming) -> Result<Read, HttpRefusal> {
         // hyper has refused a malformed content-length before the door sees the request.
         let declared = headers
             .get(CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<u64>().ok());
-        let expected = match declared {
-            Some(n) if n > self.limit as u64 => return Err(HttpRefusal::too_large(self.limit)),
-            Some(n) => n as usize,
-            None => self.limit,
-        };
-        let share = self
-            .budget
-            .clone()
-            .acquire_many_owned(units(expected).clamp(1, self.units))
+        if declared.is_some_and(|n| n > self.limit as u64) {
+            return Err(HttpRefusal::too_large(self.limit));
+        }
+        tokio::time::timeout(DEADLINE, self.collect(body, declared))
             .await
-            // The semaphore is never closed.
-            .map_err(|_| HttpRefusal::too_large(self.limit))?;
-        let bytes = tokio::time::timeout(DEADLINE, self.collect(body, declared))
-            .await
-            .map_err(|_| HttpRefusal::body_timeout(DEADLINE))??;
-        Ok(Read { bytes, share })
+            .map_err(|_| HttpRefusal::body_timeout(DEADLINE))?
     }
 
     /// The body's frames into one buffer, sized once from the declared length (so a large
-    /// body is neither copied from a list of chunks nor grown by doubling).
+    /// body is neither copied from a list of chunks nor grown by doubling), charging the budget
+    /// for what arrived beyond [`FREE`].
     async fn collect(
         &self,
         mut body: Incoming,
         declared: Option<u64>,
-    ) -> Result<Bytes, HttpRefusal> {
+    ) -> Result<Read, HttpRefusal> {
         let declared = declared.map_or(0, |n| n as usize);
-        let mut buf = Vec::with_capacity(declared.min(self.limit));
-        while let Some(frame) = body.frame().await {
-            let Ok(frame) = frame else {
-                return Err(HttpRefusal::body_unreadable());
+        let mut buf = Vec::with_capacity(declared.min(self.limit).min(FREE));
+        let mut share: Option<OwnedSemaphorePermit> = None;
+        let mut charged = FREE;
+        loop {
+            let frame = match tokio::time::timeout(IDLE, body.frame()).await {
+                Err(_) => return Err(HttpRefusal::body_idle(IDLE)),
+                Ok(None) => break,
+                Ok(Some(Err(_))) => return Err(HttpRefusal::body_unreadable()),
+                Ok(Some(Ok(frame))) => frame,
             };
-            if let Ok(data) = frame.into_data() {
-                if buf.len() + data.len() > self.limit {
-                    return Err(HttpRefusal::too_large(self.limit));
-                }
-                buf.extend_from_slice(&data);
+            let Ok(data) = frame.into_data() else {
+                continue;
+            };
+            let held = buf.len() + data.len();
+            if held > self.limit {
+                return Err(HttpRefusal::too_large(self.limit));
             }
+            if held > charged {
+                let step = (held - charged)
+                    .max(STEP)
+                    .min(self.limit.saturating_sub(charged));
+                let more = self
+                    .budget
+                    .clone()
+                    .try_acquire_many_owned(units(step).clamp(1, self.units))
+                    .map_err(|_| HttpRefusal::budget_spent(BUDGET.max(self.limit)))?;
+                charged += step;
+                match &mut share {
+                    Some(s) => s.merge(more),
+                    None => share = Some(more),
+                }
+                buf.reserve(declared.saturating_sub(buf.len()).min(self.limit));
+            }
+            buf.extend_from_slice(&data);
         }
-        Ok(Bytes::from(buf))
+        Ok(Read {
+            bytes: Bytes::from(buf),
+            share,
+        })
     }
 }

@@ -177,6 +177,32 @@ impl HttpRefusal {
         }
     }
 
+    /// 408 for a body that stopped arriving: no byte for `idle`.
+    pub fn body_idle(idle: std::time::Duration) -> Self {
+        HttpRefusal {
+            status: 408,
+            www_authenticate: None,
+            error: "request_timeout",
+            message: format!(
+                "no byte of the request body arrived for {} s; send the body as you send its headers",
+                idle.as_secs()
+            ),
+        }
+    }
+
+    /// 503 for a large body while other requests' bodies hold the whole body budget.
+    pub fn budget_spent(budget: usize) -> Self {
+        HttpRefusal {
+            status: 503,
+            www_authenticate: None,
+            error: "busy",
+            message: format!(
+                "this door is reading other large request bodies, {} MiB between them, all it holds at once; send this one again shortly",
+                budget >> 20
+            ),
+        }
+    }
+
     /// 400 for a body the connection failed to deliver (a length that does not match, a
     /// broken chunked encoding, a client that left).
     pub fn body_unreadable() -> Self {

@@ -44,6 +44,36 @@ pub const CARD_PATH: &str = "/.well-known/agent-card.json";
 /// answers 431 to headers that do.
 const CONNECTION_BUFFER: usize = 64 << 10;
 
+/// The most connections a door holds at once, unless `MURMUR_DOOR_CONNECTIONS` says otherwise.
+/// Each costs a task and its buffers; past the cap a new connection is answered 503 and closed
+/// at once, so a flood of idle connections cannot take the descriptors and memory the door's
+/// real callers need. Far above what a formation uses (a few per member).
+pub const MAX_CONNECTIONS: usize = 1024;
+/// The variable that sets [`MAX_CONNECTIONS`] for a capsule.
+pub const CONNECTIONS_ENV: &str = "MURMUR_DOOR_CONNECTIONS";
+
+/// The connection cap in force: [`CONNECTIONS_ENV`] when it is a number from 1, else the
+/// default.
+fn connection_cap() -> usize {
+    std::env::var(CONNECTIONS_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|n| *n >= 1)
+        .unwrap_or(MAX_CONNECTIONS)
+}
+
+/// What a connection past the cap is answered, whole, before it is closed.
+fn over_capacity(cap: usize) -> Vec<u8> {
+    let body = json!({"error": "busy", "message": format!(
+        "this door holds {cap} connections, as many as it takes at once; close idle ones, or connect again shortly")})
+    .to_string();
+    format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
 /// The door of one session.
 pub struct Door {
     pub session: Arc<Session>,
@@ -121,6 +151,9 @@ impl Door {
     /// Serves until `session.shutdown` is set, then answers held requests and stops.
     pub async fn serve(self: Arc<Self>, listener: TcpListener) {
         let hosts = Arc::new(self.hosts(listener.local_addr().ok().map(|a| a.port())));
+        let cap = connection_cap();
+        let open = Arc::new(tokio::sync::Semaphore::new(cap));
+        let refusal = Bytes::from(over_capacity(cap));
         let graceful = hyper_util::server::graceful::GracefulShutdown::new();
         let going_down = self.session.going_down();
         tokio::pin!(going_down);
@@ -133,6 +166,10 @@ impl Door {
                         continue;
                     };
                     let _ = stream.set_nodelay(true);
+                    let Ok(slot) = open.clone().try_acquire_owned() else {
+                        tokio::spawn(refuse_connection(stream, refusal.clone()));
+                        continue;
+                    };
                     let (door, hosts) = (self.clone(), hosts.clone());
                     let service = service_fn(move |req| {
                         let (door, hosts) = (door.clone(), hosts.clone());
@@ -154,6 +191,7 @@ impl Door {
                     let conn = graceful.watch(conn);
                     tokio::spawn(async move {
                         let _ = conn.await;
+                        drop(slot);
                     });
                 }
                 _ = &mut going_down => break,
@@ -213,6 +251,17 @@ impl Door {
         let answer = methods::apply(self, &inbound).await;
         rpc_response(&inbound.id, answer)
     }
+}
+
+/// Answers a connection past the cap its 503 and closes it, giving a client that does not read
+/// one second.
+async fn refuse_connection(mut stream: tokio::net::TcpStream, answer: Bytes) {
+    use tokio::io::AsyncWriteExt;
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        let _ = stream.write_all(&answer).await;
+        let _ = stream.shutdown().await;
+    })
+    .await;
 }
 
 fn json_response(status: StatusCode, body: Bytes, extensions: Option<&str>) -> HttpResponse {

@@ -25,6 +25,10 @@ use super::error::Failure;
 const CONNECT_WITHIN: Duration = Duration::from_secs(10);
 /// How long the provider may go silent mid-stream before the call is given up.
 const IDLE_WITHIN: Duration = Duration::from_secs(300);
+/// How long one answer may stream, however steadily: a provider sending a byte every few
+/// minutes would otherwise hold the call (and its task) for ever. A reply of the largest
+/// `max_tokens` at a slow local model's few tokens a second fits well within it.
+pub const CALL_WITHIN: Duration = Duration::from_secs(30 * 60);
 /// The most of an error body read.
 const ERROR_BODY_LIMIT: usize = 64 << 10;
 
@@ -121,6 +125,7 @@ impl Endpoint {
             Failure::Streamed(s) => Failure::Streamed(clean(s)),
             Failure::Overloaded(s) => Failure::Overloaded(clean(s)),
             Failure::Truncated => Failure::Truncated,
+            Failure::Overran(s) => Failure::Overran(s),
         }
     }
 
@@ -171,6 +176,7 @@ impl Endpoint {
         Ok(Body {
             incoming: answer.into_body(),
             _connection: connection,
+            deadline: tokio::time::Instant::now() + CALL_WITHIN,
         })
     }
 
@@ -292,16 +298,25 @@ impl Drop for Connection {
 pub struct Body {
     incoming: Incoming,
     _connection: Connection,
+    /// When the answer must have ended ([`CALL_WITHIN`] after its headers).
+    deadline: tokio::time::Instant,
 }
 
 impl Body {
     /// The next chunk; `None` at the end. An error mid-body, or a provider silent past the
-    /// idle bound, is a truncated stream.
+    /// idle bound, is a truncated stream; one still streaming at the deadline has overrun.
     pub async fn chunk(&mut self) -> Result<Option<Bytes>, Failure> {
         loop {
-            let frame = tokio::time::timeout(IDLE_WITHIN, self.incoming.frame())
-                .await
-                .map_err(|_| Failure::Truncated)?;
+            let idle = tokio::time::Instant::now() + IDLE_WITHIN;
+            let frame =
+                match tokio::time::timeout_at(idle.min(self.deadline), self.incoming.frame()).await
+                {
+                    Ok(frame) => frame,
+                    Err(_) if tokio::time::Instant::now() >= self.deadline => {
+                        return Err(Failure::Overran(CALL_WITHIN.as_secs()))
+                    }
+                    Err(_) => return Err(Failure::Truncated),
+                };
             match frame {
                 None => return Ok(None),
                 Some(Err(_)) => return Err(Failure::Truncated),

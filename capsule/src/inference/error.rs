@@ -24,6 +24,9 @@ pub enum Failure {
     Malformed(String),
     /// The stream ended before the message did.
     Truncated,
+    /// The reply went on past the most one call may take (its seconds), however steadily it
+    /// trickled.
+    Overran(u64),
     /// The provider sent an error in the stream.
     Streamed(String),
     /// The provider said mid-stream it is overloaded (Anthropic's `overloaded_error`): worth
@@ -125,6 +128,10 @@ impl std::fmt::Display for CallError {
             Failure::Tls(why) => write!(f, "the TLS handshake with {p} failed: {why}"),
             Failure::Malformed(why) => write!(f, "{p} sent a reply that is not its wire format: {why}"),
             Failure::Truncated => write!(f, "{p}'s reply stream ended before the message did"),
+            Failure::Overran(secs) => write!(
+                f,
+                "{p}'s reply was still streaming after {secs} s, the most one call may take"
+            ),
             Failure::Streamed(why) => write!(f, "{p} reported an error mid-stream: {why}"),
             Failure::Overloaded(why) => write!(
                 f,

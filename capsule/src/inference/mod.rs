@@ -271,3 +271,58 @@ impl Driver {
         Ok(reply)
     }
 }
+
+#[cfg(test)]
+mod deadline_tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A provider that keeps a reply alive with a ping every 200 s, for ever, is given up at
+    /// the whole-call bound, not the idle one (paused time: the test takes no half hour).
+    #[tokio::test(start_paused = true)]
+    async fn a_reply_that_trickles_for_ever_ends_at_the_call_bound() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            let (mut conn, _) = listener.accept().await.unwrap();
+            let mut buf = vec![0u8; 64 << 10];
+            let _ = conn.read(&mut buf).await;
+            let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
+            let _ = conn.write_all(head.as_bytes()).await;
+            let ping = "event: ping\ndata: {\"type\": \"ping\"}\n\n";
+            loop {
+                let chunk = format!("{:x}\r\n{ping}\r\n", ping.len());
+                if conn.write_all(chunk.as_bytes()).await.is_err() {
+                    return;
+                }
+                tokio::time::sleep(std::time::Duration::from_secs(200)).await;
+            }
+        });
+        let driver = Driver {
+            provider: Provider::Anthropic,
+            endpoint: Endpoint::parse(&format!("http://127.0.0.1:{port}"), Some("k")).unwrap(),
+        };
+        let req = Request {
+            model: "m",
+            max_tokens: 10,
+            system: "",
+            messages: &[],
+            tools: &[],
+        };
+        let began = tokio::time::Instant::now();
+        let err = driver.call(&req, &mut |_| {}).await.unwrap_err();
+        assert_eq!(
+            err.failure,
+            error::Failure::Overran(client::CALL_WITHIN.as_secs())
+        );
+        assert_eq!(
+            err.to_string(),
+            "Anthropic's reply was still streaming after 1800 s, the most one call may take"
+        );
+        let took = began.elapsed();
+        assert!(
+            took >= client::CALL_WITHIN
+                && took < client::CALL_WITHIN + std::time::Duration::from_secs(300)
+        );
+    }
+}
