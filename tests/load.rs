@@ -41,7 +41,7 @@ fn list_tasks(port: u16) -> Value {
 }
 
 #[test]
-fn past_its_connection_cap_a_door_answers_503_at_once_and_serves_again_when_they_close() {
+fn at_its_connection_cap_idle_connections_give_way_and_only_answers_in_progress_refuse() {
     let home = Home::new();
     let path = home.write("murmur.yaml", &Fixture::default().yaml());
     let run = Launch::start_env(
@@ -50,39 +50,67 @@ fn past_its_connection_cap_a_door_answers_503_at_once_and_serves_again_when_they
         &[],
         &[("MURMUR_DOOR_CONNECTIONS", "8".to_owned())],
     );
-    // Eight connections held open, idle (a request half sent: hyper holds them).
+    // Eight connections held open, sending nothing: the whole cap.
     let idle: Vec<TcpStream> = (0..8)
-        .map(|_| open(run.port, "POST / HTTP/1.1\r\nHost: localhost\r\n"))
+        .map(|_| open(run.port, "POST / HTTP/1.1\r\n"))
         .collect();
-    // Each is held by now: a ninth is refused, answered whole and closed.
-    let mut refused = String::new();
-    assert!(wait_until(Duration::from_secs(10), || {
-        refused = answer(open(
-            run.port,
-            &format!(
-                "GET /.well-known/agent-card.json HTTP/1.1\r\nHost: localhost:{}\r\n\r\n",
-                run.port
-            ),
-        ));
-        refused.starts_with("HTTP/1.1 503")
-    }));
+    // A real caller still gets in, again and again: an idle one gives way when there is no
+    // room (the first time; each answer closes its connection and leaves its room).
+    for _ in 0..4 {
+        assert_eq!(list_tasks(run.port)["result"]["totalSize"], 0);
+    }
+    let closed = idle
+        .into_iter()
+        .filter(|s| {
+            let mut s = s.try_clone().unwrap();
+            // A connection closed to make room reads its end at once; the others time out.
+            s.set_read_timeout(Some(Duration::from_millis(300)))
+                .unwrap();
+            matches!(s.read(&mut [0u8; 64]), Ok(0))
+        })
+        .count();
+    assert!(closed >= 1, "no idle connection was closed to make room");
+
+    // Eight streams are being answered: none gives way, and a ninth connection is refused at
+    // once, answered whole.
+    let watch = request(json!(1), "murmur.WatchSession", json!({}));
+    let streams: Vec<TcpStream> = (0..8)
+        .map(|_| {
+            let mut s = open(
+                run.port,
+                &format!(
+                    "POST / HTTP/1.1\r\nHost: localhost:{}\r\nContent-Type: application/json\r\nA2A-Version: 1.0\r\nContent-Length: {}\r\n\r\n{watch}",
+                    run.port,
+                    watch.len()
+                ),
+            );
+            let mut first = [0u8; 12];
+            s.read_exact(&mut first).unwrap();
+            assert_eq!(&first, b"HTTP/1.1 200");
+            s
+        })
+        .collect();
+    let refused = answer(open(
+        run.port,
+        &format!(
+            "GET /.well-known/agent-card.json HTTP/1.1\r\nHost: localhost:{}\r\n\r\n",
+            run.port
+        ),
+    ));
+    assert!(refused.starts_with("HTTP/1.1 503"), "{refused}");
     let body = refused.split("\r\n\r\n").nth(1).unwrap();
     assert_eq!(
         serde_json::from_str::<Value>(body).unwrap(),
-        json!({"error": "busy", "message": "this door holds 8 connections, as many as it takes at once; close idle ones, or connect again shortly"})
+        json!({"error": "busy", "message": "this door holds 8 connections, each of them being answered, as many as it takes at once; connect again shortly"})
     );
     assert!(
         refused.contains("content-type: application/json\r\n"),
         "{refused}"
     );
-    drop(idle);
-    // Their slots come back: the door serves again.
-    let mut served = false;
+    drop(streams);
     assert!(wait_until(Duration::from_secs(10), || {
-        served = http(run.port, "GET", "/.well-known/agent-card.json", &[], b"").status == 200;
-        served
+        http(run.port, "GET", "/.well-known/agent-card.json", &[], b"").status == 200
     }));
-    assert_eq!(list_tasks(run.port)["result"]["totalSize"], 0);
 }
 
 #[test]

@@ -4,6 +4,7 @@
 mod body;
 mod card;
 mod check;
+mod connections;
 mod control;
 mod error;
 mod host;
@@ -45,9 +46,10 @@ pub const CARD_PATH: &str = "/.well-known/agent-card.json";
 const CONNECTION_BUFFER: usize = 64 << 10;
 
 /// The most connections a door holds at once, unless `MURMUR_DOOR_CONNECTIONS` says otherwise.
-/// Each costs a task and its buffers; past the cap a new connection is answered 503 and closed
-/// at once, so a flood of idle connections cannot take the descriptors and memory the door's
-/// real callers need. Far above what a formation uses (a few per member).
+/// Each costs a task and its buffers; at the cap the oldest connection waiting for a request
+/// gives way to a new one (`connections`), so a flood of idle connections can take neither the
+/// descriptors and memory the door's real callers need nor their place. Far above what a
+/// formation uses (a few per member).
 pub const MAX_CONNECTIONS: usize = 1024;
 /// The variable that sets [`MAX_CONNECTIONS`] for a capsule.
 pub const CONNECTIONS_ENV: &str = "MURMUR_DOOR_CONNECTIONS";
@@ -65,7 +67,7 @@ fn connection_cap() -> usize {
 /// What a connection past the cap is answered, whole, before it is closed.
 fn over_capacity(cap: usize) -> Vec<u8> {
     let body = json!({"error": "busy", "message": format!(
-        "this door holds {cap} connections, as many as it takes at once; close idle ones, or connect again shortly")})
+        "this door holds {cap} connections, each of them being answered, as many as it takes at once; connect again shortly")})
     .to_string();
     format!(
         "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
@@ -151,9 +153,8 @@ impl Door {
     /// Serves until `session.shutdown` is set, then answers held requests and stops.
     pub async fn serve(self: Arc<Self>, listener: TcpListener) {
         let hosts = Arc::new(self.hosts(listener.local_addr().ok().map(|a| a.port())));
-        let cap = connection_cap();
-        let open = Arc::new(tokio::sync::Semaphore::new(cap));
-        let refusal = Bytes::from(over_capacity(cap));
+        let open = Arc::new(connections::Connections::new(connection_cap()));
+        let refusal = Bytes::from(over_capacity(open.cap()));
         let graceful = hyper_util::server::graceful::GracefulShutdown::new();
         let going_down = self.session.going_down();
         tokio::pin!(going_down);
@@ -166,19 +167,27 @@ impl Door {
                         continue;
                     };
                     let _ = stream.set_nodelay(true);
-                    let Ok(slot) = open.clone().try_acquire_owned() else {
+                    let Some(admitted) = open.admit() else {
                         tokio::spawn(refuse_connection(stream, refusal.clone()));
                         continue;
                     };
                     let (door, hosts) = (self.clone(), hosts.clone());
+                    let phase = admitted.phase.clone();
                     let service = service_fn(move |req| {
-                        let (door, hosts) = (door.clone(), hosts.clone());
+                        let (door, hosts, phase) = (door.clone(), hosts.clone(), phase.clone());
                         async move {
+                            phase.reading();
                             // Before anything is read or answered, the card included.
                             if let Err(refused) = hosts.check(req.headers()) {
+                                phase.waiting();
                                 return Ok::<_, Infallible>(http_refusal(refused));
                             }
-                            Ok(door.handle(req).await)
+                            let resp = door.handle(req, &phase).await;
+                            // A stream goes on answering; anything else is done with.
+                            if !is_stream(&resp) {
+                                phase.waiting();
+                            }
+                            Ok(resp)
                         }
                     });
                     // The timer arms hyper's header read timeout (30 s): a client that opens
@@ -189,10 +198,12 @@ impl Door {
                         .max_buf_size(CONNECTION_BUFFER)
                         .serve_connection(TokioIo::new(stream), service);
                     let conn = graceful.watch(conn);
-                    tokio::spawn(async move {
+                    let (id, connections) = (admitted.id, open.clone());
+                    let serving = tokio::spawn(async move {
                         let _ = conn.await;
-                        drop(slot);
+                        connections.ended(id);
                     });
+                    open.serving(id, serving.abort_handle());
                 }
                 _ = &mut going_down => break,
             }
@@ -211,11 +222,13 @@ impl Door {
         host::Hosts::new(&urls, listening, &s.manifest.network.hosts)
     }
 
-    async fn handle(&self, req: Request<Incoming>) -> HttpResponse {
+    async fn handle(&self, req: Request<Incoming>, phase: &connections::Phase) -> HttpResponse {
         if req.method() == hyper::Method::GET && req.uri().path() == CARD_PATH {
             return json_response(StatusCode::OK, self.card.clone(), None);
         }
         if req.uri().path().starts_with(control::PREFIX) {
+            // A helper's call may wait long on its answer: it is being answered throughout.
+            phase.answering();
             return control::handle(self, req).await;
         }
         let (head, body) = req.into_parts();
@@ -239,6 +252,7 @@ impl Door {
             Err(refusal) => return http_refusal(refusal),
         };
         inbound.body = read.bytes;
+        phase.answering();
         let checked = check::run(self, &check::AFTER_BODY, &mut inbound);
         // Parsed: the body's bytes are done with, and so is its share of the body budget. What
         // was parsed from it lives on only while this request is handled, on one of the
@@ -251,6 +265,12 @@ impl Door {
         let answer = methods::apply(self, &inbound).await;
         rpc_response(&inbound.id, answer)
     }
+}
+
+fn is_stream(resp: &HttpResponse) -> bool {
+    resp.headers()
+        .get(CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"))
 }
 
 /// Answers a connection past the cap its 503 and closes it, giving a client that does not read
