@@ -716,3 +716,106 @@ fn kill_9_of_mur_run_leaves_no_member_and_mur_ps_prunes_every_file() {
     assert_nothing_left(&home, LONG);
     assert_ps_prunes_run(&home);
 }
+
+#[test]
+fn a_member_that_ends_cleanly_is_no_crash_and_the_formation_goes_on() {
+    let home = Home::new();
+    home.write("f/worker/murmur.yaml", &member(Fixture::default()));
+    home.write(
+        "f/side/murmur.yaml",
+        &Fixture {
+            name: "side",
+            acceptance: "single",
+            after_task: "exit",
+            queue_depth: None,
+            ..Fixture::default()
+        }
+        .yaml(),
+    );
+    let manifest = home.write(
+        "f/formation.yaml",
+        "formation:\n  name: ends\n  version: \"0.1.0\"\n  entry: lead\n  members:\n    lead: { manifest: worker/murmur.yaml }\n    side: { manifest: side/murmur.yaml }\n",
+    );
+    let mut run = Running::start(&home, &manifest, &[], &[]);
+    let (side_port, side) = run.member("side");
+    let operator = token_of(&home, &side, "operator");
+    let done = bearer_rpc(
+        side_port,
+        &operator,
+        "SendMessage",
+        message("one task", false),
+    );
+    assert_eq!(
+        done["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{done}"
+    );
+    // It ends by design after that task: said as such, and the formation goes on.
+    assert!(wait_until(LONG, || run
+        .err
+        .lock()
+        .unwrap()
+        .contains("ended (status 0)\n")));
+    let err = run.err.lock().unwrap().clone();
+    assert!(err.contains("mur: member side (pid "), "{err}");
+    assert!(!err.contains("unexpectedly"), "{err}");
+    assert_eq!(
+        run.wait_exit(Duration::from_millis(500)),
+        None,
+        "the formation stopped"
+    );
+    let (lead_port, lead) = run.member("lead");
+    let listed = bearer_rpc(
+        lead_port,
+        &token_of(&home, &lead, "operator"),
+        "ListTasks",
+        json!({}),
+    );
+    assert_eq!(listed["result"]["totalSize"], 0, "{listed}");
+}
+
+#[test]
+fn a_launch_task_for_a_door_that_takes_none_is_refused_before_anything_starts() {
+    let home = Home::new();
+    let closed = home.write(
+        "closed/murmur.yaml",
+        &Fixture {
+            name: "closed",
+            acceptance: "none",
+            queue_depth: None,
+            ..Fixture::default()
+        }
+        .yaml(),
+    );
+    let (code, out, err) = home.run(&[
+        "run",
+        "--manifest",
+        closed.to_str().unwrap(),
+        "--task",
+        "hi",
+    ]);
+    assert_eq!((code, out.as_str()), (1, ""), "{err}");
+    assert_eq!(
+        err,
+        format!("error[E-RUN-021]: {} sets lifecycle.task_acceptance: none: it takes no task, so --task has nowhere to go\n  hint: set lifecycle.task_acceptance: single or queue, or launch it without --task\n", closed.display())
+    );
+    // Nothing was started, nothing recorded as running.
+    assert!(std::fs::read_dir(home.home.join("run")).map_or(true, |d| d.count() == 0));
+
+    // As a formation's entry, the same, naming the member.
+    let formation = home.write(
+        "closed/formation.yaml",
+        "formation:\n  name: shut\n  version: \"0.1.0\"\n  entry: door\n  members:\n    door: { manifest: murmur.yaml }\n",
+    );
+    let (code, _, err) = home.run(&[
+        "run",
+        "--manifest",
+        formation.to_str().unwrap(),
+        "--task",
+        "hi",
+    ]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        err,
+        format!("error[E-RUN-021]: the entry member door ({}) sets lifecycle.task_acceptance: none: it takes no task, so --task has nowhere to go\n  hint: set lifecycle.task_acceptance: single or queue, or launch it without --task\n", closed.display())
+    );
+}

@@ -364,7 +364,16 @@ fn admit_launch(session: &Session, launch: &LaunchTask) -> Option<crate::ids::Ta
         input,
         Origin::Launch,
     ) {
-        Admission::Accepted(id, _) | Admission::Rejected(id, _) => Some(id),
+        Admission::Accepted(id, _) => Some(id),
+        // Nothing will run it, and nothing else would say so: the launch ends here, saying why.
+        Admission::Rejected(id, task) => {
+            let why = task["status"]["message"]["parts"][0]["text"]
+                .as_str()
+                .unwrap_or("task rejected");
+            eprintln!("the launch's task was not taken: {why}");
+            let _ = session.shutdown.send(true);
+            Some(id)
+        }
     }
 }
 

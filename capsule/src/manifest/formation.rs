@@ -5,7 +5,7 @@
 
 use crate::manifest::error::{ErrorCode, ManifestError};
 use crate::manifest::keypath::KeyPath;
-use crate::manifest::model::Manifest;
+use crate::manifest::model::{AfterTask, Lifecycle, Manifest, TaskAcceptance};
 use crate::manifest::paths::normalize;
 use crate::manifest::reader::Reader;
 use crate::manifest::suggest::nearest;
@@ -193,7 +193,7 @@ pub fn read(
         });
     }
     check_ports(r, &members, &members_path)?;
-    check_peer_consent(r, &members, &written, &members_path)?;
+    check_peer_consent(r, &members, &written, &members_path, &entry)?;
     let on_member_failure = match f.get("on_member_failure") {
         Some(v) => match r.choice(v, &f.path("on_member_failure"), &["stop", "continue"])? {
             0 => OnMemberFailure::Stop,
@@ -293,6 +293,31 @@ fn check_ports(
     Ok(())
 }
 
+/// Why a member whose lifecycle is `l` cannot be one others call: the key that decides it, what
+/// it does, and the fix. A member that takes no task, or that ends after its first one (its
+/// callers would find its door gone), would leave its callers without an answer — unless it is
+/// the entry (`ends_all`), whose end ends the whole formation.
+fn cannot_be_called(
+    l: &Lifecycle,
+    ends_all: bool,
+) -> Option<(&'static str, &'static str, &'static str)> {
+    if l.task_acceptance == TaskAcceptance::None {
+        return Some((
+            "lifecycle.task_acceptance: none",
+            "it takes no task",
+            "set lifecycle.task_acceptance: queue",
+        ));
+    }
+    if l.after_task == AfterTask::Exit && !ends_all {
+        return Some((
+            "lifecycle.after_task: exit (the default under task_acceptance: single)",
+            "it would end after its first answer, and its callers find its door gone",
+            "set lifecycle.after_task: sleep",
+        ));
+    }
+    None
+}
+
 /// Every called member must declare `exports.peer_tasks.accept: true`. `written` holds each
 /// member's manifest path as the user named it, for the message.
 fn check_peer_consent(
@@ -300,6 +325,7 @@ fn check_peer_consent(
     members: &[Member],
     written: &[PathBuf],
     members_path: &KeyPath,
+    entry: &str,
 ) -> Result<(), ManifestError> {
     for caller in members {
         for callee_name in &caller.calls {
@@ -307,6 +333,24 @@ fn check_peer_consent(
                 continue;
             };
             let callee = &members[index];
+            // The entry's end is the formation's: nobody is left waiting on its door.
+            let ends_all = callee.name == entry;
+            if let Some((key, why, fix)) = cannot_be_called(&callee.capsule.lifecycle, ends_all) {
+                let at = members_path.key(&callee.name);
+                let file = written[index].display();
+                return Err(r.error(
+                    ErrorCode::Formation,
+                    &at,
+                    format!(
+                        "member {} is called by {}, but its manifest {file} sets {key}: {why}",
+                        callee.name, caller.name
+                    ),
+                    format!(
+                        "{fix} in {file}, or remove {} from the calls of {}",
+                        callee.name, caller.name
+                    ),
+                ));
+            }
             if callee.capsule.exports.peer_tasks_accept {
                 continue;
             }

@@ -81,6 +81,30 @@ fn contain(plan: &Plan) -> CliResult<Option<Containment>> {
     Ok(Some(containment))
 }
 
+/// `--task` goes to the (entry) capsule: one that takes no task is refused before anything
+/// starts, naming the key that decides it (the launch would otherwise wait for ever).
+fn takes_the_task(plan: &Plan) -> CliResult<()> {
+    let Some(entry) = plan.members.get(plan.entry) else {
+        return Ok(());
+    };
+    if entry.manifest.lifecycle.task_acceptance != TaskAcceptance::None {
+        return Ok(());
+    }
+    let who = match plan.is_formation() {
+        true => format!(
+            "the entry member {} ({})",
+            entry.name,
+            entry.manifest.path.display()
+        ),
+        false => entry.manifest.path.display().to_string(),
+    };
+    Err(CliError::new(
+        Code::BadTask,
+        format!("{who} sets lifecycle.task_acceptance: none: it takes no task, so --task has nowhere to go"),
+        "set lifecycle.task_acceptance: single or queue, or launch it without --task",
+    ))
+}
+
 fn task_text(task: &str) -> CliResult<String> {
     let path = Path::new(task);
     if path.is_file() {
@@ -134,6 +158,9 @@ pub fn runnable_plan(path: &Path) -> CliResult<Plan> {
 
 pub async fn run(args: RunArgs) -> CliResult<i32> {
     let plan = runnable_plan(&args.manifest)?;
+    if args.task.is_some() {
+        takes_the_task(&plan)?;
+    }
     let containment = contain(&plan)?;
     let task = match &args.task {
         Some(t) => Some(LaunchTask {

@@ -611,6 +611,12 @@ async fn supervise(plan: &Plan, members: &mut [Member], exits: &mut Exits, stops
         let (children, session) = (exits.children.clone(), m.session_id.clone());
         // Its sub-capsules go with it; their exits arrive while this loop goes on.
         tokio::spawn(async move { children.stop_children_of(&session).await });
+        if code == 0 {
+            // A member that ends cleanly (its lifecycle's after_task: exit) is no crash. No
+            // member others call can (the formation's validation refuses it), so nothing waits.
+            eprintln!("mur: member {} (pid {pid}) ended (status 0)", m.name);
+            continue;
+        }
         let failed =
             failure::record(&m.records, &m.session_id, &formation.name, &m.name, code).await;
         let then = match formation.on_member_failure {

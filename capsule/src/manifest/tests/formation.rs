@@ -18,7 +18,15 @@ name: pinned
 version: \"0.1.0\"
 artifacts: [{ name: murmur/driver-codex, runtime: driver }]
 network: { internal_port: 52222 }
+lifecycle: { task_acceptance: queue }
 exports: { peer_tasks: { accept: ${ACCEPT_PEERS} } }
+";
+
+const SHY: &str = "\
+name: shy
+version: \"0.1.0\"
+artifacts: [{ name: murmur/driver-codex, runtime: driver }]
+lifecycle: { task_acceptance: queue }
 ";
 
 const LEAD: &str = "\
@@ -54,7 +62,12 @@ fn setup(name: &str, formation: &str) -> PathBuf {
             ("worker/murmur.yaml", WORKER),
             ("pinned/murmur.yaml", PINNED),
             ("pinned/.env", "ACCEPT_PEERS=true\n"),
-            ("shy/murmur.yaml", LEAD),
+            ("shy/murmur.yaml", SHY),
+            ("oneshot/murmur.yaml", LEAD),
+            (
+                "closed/murmur.yaml",
+                "name: closed\nversion: \"1\"\nlifecycle: { task_acceptance: none }\nexports: { peer_tasks: { accept: true } }\n",
+            ),
             (
                 "broken/murmur.yaml",
                 "name: broken\nversion: \"1\"\nlifecycle: { task_acceptence: none }\n",
@@ -211,6 +224,49 @@ fn two_members_on_one_port() {
          manifest sets network.internal_port: 52222)\n  hint: give reviewer its own port: (e.g. \
          port: 52223), or remove the pin to let the OS assign one",
     );
+}
+
+#[test]
+fn a_called_member_must_take_tasks_and_outlive_its_first_answer() {
+    for (dir, key, why, fix) in [
+        (
+            "oneshot",
+            "lifecycle.after_task: exit (the default under task_acceptance: single)",
+            "it would end after its first answer, and its callers find its door gone",
+            "set lifecycle.after_task: sleep",
+        ),
+        (
+            "closed",
+            "lifecycle.task_acceptance: none",
+            "it takes no task",
+            "set lifecycle.task_acceptance: queue",
+        ),
+    ] {
+        let (root, result) = load(
+            &format!("called-{dir}"),
+            &FORMATION.replace(
+                "manifest: ./worker/../worker/murmur.yaml",
+                &format!("manifest: {dir}/murmur.yaml"),
+            ),
+        );
+        let err = result.unwrap_err();
+        let file = root
+            .join(format!("{dir}/murmur.yaml"))
+            .display()
+            .to_string();
+        assert_eq!(err.code(), ErrorCode::Formation);
+        assert_eq!(err.key_path(), "formation.members.reviewer");
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "error[E-MAN-009]: {}: member reviewer is called by lead, but its manifest {file} \
+                 sets {key}: {why}\n  hint: {fix} in {file}, or remove reviewer from the calls of \
+                 lead",
+                root.join("formation.yaml").display()
+            )
+        );
+        let _ = std::fs::remove_dir_all(root);
+    }
 }
 
 #[test]
