@@ -126,6 +126,9 @@ enum Cmd {
     },
     /// (harness helper) Start a sub-capsule from capabilities.delegate.allow with TEXT as its task, and print its response once it completes
     DelegateTask {
+        /// Wait at most this many seconds for the sub-capsule's response, then end it (default 1800)
+        #[arg(long, value_name = "SECS")]
+        timeout: Option<u64>,
         /// The sub-capsule, by its manifest's name
         capsule: String,
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
@@ -276,9 +279,11 @@ async fn dispatch(cmd: Cmd) -> CliResult<i32> {
             member,
             text,
         } => commands::helpers::call_member(&member, &text.join(" "), timeout).await,
-        Cmd::DelegateTask { capsule, text } => {
-            commands::helpers::delegate_task(&capsule, &text.join(" ")).await
-        }
+        Cmd::DelegateTask {
+            timeout,
+            capsule,
+            text,
+        } => commands::helpers::delegate_task(&capsule, &text.join(" "), timeout).await,
         Cmd::SendMessage {
             timeout,
             context,

@@ -57,8 +57,8 @@ fn operation_specs() -> Vec<ToolSpec> {
             description: "Start a sub-capsule (one of the capsules capabilities.delegate.allow lists) with a text as its task, and wait for its response.".into(),
             schema: json!({"type": "object", "properties": {
                 "capsule": {"type": "string", "description": "The sub-capsule's name."},
-                "text": {"type": "string", "description": "Its task."}},
-                "required": ["capsule", "text"]}),
+                "text": {"type": "string", "description": "Its task."},
+                "timeout_secs": timeout}, "required": ["capsule", "text"]}),
         },
         ToolSpec {
             name: "send-message",
@@ -169,7 +169,7 @@ pub async fn run(
             let (Some(capsule), Some(message)) = (text("capsule"), text("text")) else {
                 return err("delegate-task takes a non-empty capsule and a non-empty text".into());
             };
-            match operations::delegate_task(session, task, capsule, message).await {
+            match operations::delegate_task(session, task, capsule, message, call_within).await {
                 Ok(v) => ok(v),
                 Err(r) => refused(r),
             }

@@ -70,6 +70,8 @@ pub struct Request<'a> {
     pub capsule: &'a str,
     pub manifest: PathBuf,
     pub text: &'a str,
+    /// How long to wait for the child's answer; past it the child is ended.
+    pub within: Duration,
 }
 
 /// The supervisor did not start the sub-capsule: why, in its words.
@@ -161,6 +163,15 @@ pub async fn run(
             trace_end(session, &req, &id, state, began);
             return Ok(stopped(&id, req.capsule, child_session, ticket.stop.was_canceled()));
         }
+        _ = tokio::time::sleep(req.within) => {
+            // No answer in time: the child is ended as a cancel would end it, and said so.
+            session.delegations.ending(&id);
+            let _ = end(link, &id).await;
+            session.residue.remove(&item);
+            session.delegations.forget(&id);
+            trace_end(session, &req, &id, DelegationState::TimedOut, began);
+            return Ok(timed_out(&id, req.capsule, child_session, req.within));
+        }
     };
     // The child ends itself once its completion is answered; the supervisor sees it go.
     session.residue.remove(&item);
@@ -219,6 +230,26 @@ fn completed(
         child_session_id: child_session,
         response: c.response,
         reason: c.reason,
+    }
+}
+
+/// The deadline passed without an answer: the child was ended.
+fn timed_out(
+    id: &DelegationId,
+    capsule: &str,
+    child_session: Option<String>,
+    within: Duration,
+) -> Delegated {
+    Delegated {
+        delegation_id: id.clone(),
+        capsule: capsule.to_owned(),
+        status: DelegationState::TimedOut,
+        child_session_id: child_session,
+        response: None,
+        reason: Some(format!(
+            "sub-capsule {capsule} gave no answer within {} s; it was ended",
+            within.as_secs()
+        )),
     }
 }
 

@@ -228,8 +228,12 @@ async fn post(port: u16, path: &str, headers: &[(&str, &str)], body: Value) -> (
 impl Parent {
     /// `mur delegate-task` as the helper sends it, on a task of its own.
     fn delegate(&self, capsule: &str) -> tokio::task::JoinHandle<(u16, Value)> {
+        self.delegate_with(json!({"capsule": capsule, "text": "count to four"}))
+    }
+
+    /// `mur delegate-task` with the request body `body`.
+    fn delegate_with(&self, body: Value) -> tokio::task::JoinHandle<(u16, Value)> {
         let (port, token) = (self.port, self.token.clone());
-        let body = json!({"capsule": capsule, "text": "count to four"});
         tokio::spawn(async move {
             let auth = format!("Bearer {token}");
             post(
@@ -655,4 +659,40 @@ async fn stop_session_lists_the_delegation_and_a_late_completion_is_refused_whil
     assert_eq!(refused["error"]["code"], -31002, "{refused}");
     let (_, answer) = helper.await.unwrap();
     assert_eq!(answer["status"], "canceled");
+}
+
+#[tokio::test]
+async fn a_child_silent_past_the_deadline_is_ended_and_the_helper_says_timed_out() {
+    let p = parent("", Duration::ZERO).await;
+    let helper = p.delegate_with(json!({"capsule": "worker", "text": "count to four",
+                                        "timeout_secs": 1}));
+    let (delegation, _) = p.delegated().await;
+    p.residue_entered().await;
+    // No completion ever comes: after the second, the child is ended and the helper answered.
+    let (status, answer) = helper.await.unwrap();
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        answer,
+        json!({"delegation_id": delegation, "capsule": "worker", "status": "timed_out",
+               "child_session_id": "ses_child",
+               "reason": "sub-capsule worker gave no answer within 1 s; it was ended"})
+    );
+    assert!(matches!(
+        p.seen.ops().last(),
+        Some(Op::End { delegation_id }) if *delegation_id == delegation
+    ));
+    assert!(p.session.residue.all().is_empty());
+    let end = p
+        .records()
+        .await
+        .into_iter()
+        .find(|r| r["event_type"] == "delegation_end")
+        .unwrap();
+    assert_eq!(end["state"], "timed_out");
+    // A deadline that is no number of seconds is refused before anything starts.
+    let (status, refused) = p
+        .delegate_with(json!({"capsule": "worker", "text": "x", "timeout_secs": 0}))
+        .await
+        .unwrap();
+    assert_eq!(status, 400, "{refused}");
 }

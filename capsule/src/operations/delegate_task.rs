@@ -24,6 +24,7 @@ pub async fn delegate_task(
     task: &TaskId,
     capsule: String,
     message: String,
+    within: std::time::Duration,
 ) -> Result<Value, Refusal> {
     session.trace.event(TraceEvent::ToolCall {
         task_id: task.clone(),
@@ -68,6 +69,7 @@ pub async fn delegate_task(
             capsule: &capsule,
             manifest,
             text: &message,
+            within,
         };
         delegate::run(&session, &link, req, ticket).await
     });

@@ -143,9 +143,11 @@ pub async fn call_member(member: &str, text: &str, timeout: Option<u64>) -> CliR
 
 /// `mur delegate-task CAPSULE TEXT`: prints the sub-capsule's response once its task completed;
 /// fails with the delegation's status and reason otherwise (`canceled` when this task was).
-pub async fn delegate_task(capsule: &str, text: &str) -> CliResult<i32> {
-    let body = json!({"capsule": capsule, "text": text});
-    let (status, delegated) = control("delegate-task", body).await?;
+pub async fn delegate_task(capsule: &str, text: &str, timeout: Option<u64>) -> CliResult<i32> {
+    let mut body = Map::new();
+    body.insert("capsule".into(), capsule.into());
+    body.insert("text".into(), text.into());
+    let (status, delegated) = control("delegate-task", with_timeout(body, timeout)).await?;
     if status != 200 {
         return Err(refused("delegate-task", &delegated));
     }
@@ -156,6 +158,7 @@ pub async fn delegate_task(capsule: &str, text: &str) -> CliResult<i32> {
     }
     let hint = match field("status") {
         "canceled" | "ended" => "the task was canceled or has ended; end the harness",
+        "timed_out" => "wait longer with --timeout SECS, or carry on without the sub-capsule's response",
         _ => "carry on without the sub-capsule's response, or end the task with mur end-without-answer",
     };
     Err(CliError::new(

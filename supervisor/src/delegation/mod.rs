@@ -180,9 +180,10 @@ impl Service {
             tokens::remove(&child.session_id);
             let _ = std::fs::remove_file(child::completion_token_path(&child.session_id));
             let _ = child.exited.send(Some(status));
-            if died(status) {
-                tokio::spawn(report_death(child.completion, child.session_id, status));
-            }
+            // Whatever its status: a child that had reported is no longer awaited, and its
+            // parent refuses this stand-in (-31002), which changes nothing; one that had not
+            // would otherwise leave its parent's task waiting for ever.
+            tokio::spawn(report_death(child.completion, child.session_id, status));
         }
         let service = self.clone();
         tokio::spawn(async move { service.stop_children_of(&session).await });
@@ -259,17 +260,14 @@ impl Service {
     }
 }
 
-/// A status no sub-capsule ends with after reporting: killed by a signal (128 + n), or unable
-/// to start at all.
-fn died(status: i32) -> bool {
-    status > 128 || status == capsule::runtime::exit::CANNOT_START
-}
-
-/// Tells the parent a sub-capsule died before it reported, as the completion it never sent
-/// (state failed), so the delegating task does not wait for ever. A parent no longer waiting
-/// refuses it (-31002), which changes nothing.
+/// Tells the parent a sub-capsule ended, as the completion it may never have sent (state
+/// failed), so the delegating task does not wait for ever. A parent no longer waiting (the
+/// child reported first) refuses it (-31002), which changes nothing.
 async fn report_death(target: CompletionTarget, child_session: String, status: i32) {
-    let why = format!("the sub-capsule died (exit status {status}) before it reported");
+    let why = match status {
+        s if s > 128 => format!("the sub-capsule died (exit status {s}) before it reported"),
+        s => format!("the sub-capsule ended (exit status {s}) without reporting"),
+    };
     let completion = Completion::of(
         &target.delegation_id,
         &child_session,

@@ -1,7 +1,9 @@
 //! `mur delegate-task CAPSULE TEXT`: reads the helper's request and runs
 //! [`crate::operations::delegate_task`].
 //!
-//! Request `{"capsule": "…", "text": "…"}`. Answer `200` with the delegation's outcome whatever
+//! Request `{"capsule": "…", "text": "…", "timeout_secs": N}` (`timeout_secs` optional: how long
+//! to wait for the child's answer, as `call-member` takes it; past it the child is ended and the
+//! status is `timed_out`). Answer `200` with the delegation's outcome whatever
 //! its status — `{"delegation_id", "capsule", "status", "child_session_id", "response"}` on
 //! `completed`, `"reason"` instead of `"response"` otherwise (`canceled` when this task was
 //! canceled and the child ended) — or a refusal before any child runs: 409
@@ -20,5 +22,11 @@ pub async fn handle(door: &Door, task: TaskId, body: &Map<String, Value>) -> Htt
     let (Some(capsule), Some(message)) = (text(body, "capsule"), text(body, "text")) else {
         return bad_request("delegate-task takes a non-empty capsule and a non-empty text");
     };
-    respond(operations::delegate_task(&door.session, &task, capsule, message).await)
+    let within = match crate::operations::args::timeout(body) {
+        Ok(w) => w.unwrap_or(std::time::Duration::from_secs(
+            crate::peers::DEFAULT_WAIT_SECS,
+        )),
+        Err(why) => return bad_request(&why),
+    };
+    respond(operations::delegate_task(&door.session, &task, capsule, message, within).await)
 }

@@ -414,15 +414,18 @@ pub enum DelegationState {
     /// The delegating task stopped waiting, and the supervisor did not confirm the child's end
     /// in time (or its control socket was gone).
     Lost,
+    /// The child gave no answer within the delegation's deadline, and was ended.
+    TimedOut,
 }
 
-const DELEGATION_STATES: [(DelegationState, &str); 6] = [
+const DELEGATION_STATES: [(DelegationState, &str); 7] = [
     (DelegationState::Completed, "completed"),
     (DelegationState::Failed, "failed"),
     (DelegationState::Canceled, "canceled"),
     (DelegationState::Rejected, "rejected"),
     (DelegationState::Ended, "ended"),
     (DelegationState::Lost, "lost"),
+    (DelegationState::TimedOut, "timed_out"),
 ];
 
 impl DelegationState {
