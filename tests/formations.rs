@@ -819,3 +819,119 @@ fn a_launch_task_for_a_door_that_takes_none_is_refused_before_anything_starts() 
         format!("error[E-RUN-021]: the entry member door ({}) sets lifecycle.task_acceptance: none: it takes no task, so --task has nowhere to go\n  hint: set lifecycle.task_acceptance: single or queue, or launch it without --task\n", closed.display())
     );
 }
+
+/// The pid the running record of `session` names, once it is not `old`.
+fn pid_other_than(home: &Home, session: &str, old: u32) -> u32 {
+    let path = home.home.join("run").join(format!("{session}.json"));
+    let mut pid = old;
+    assert!(
+        wait_until(LONG, || {
+            pid = std::fs::read_to_string(&path)
+                .ok()
+                .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+                .and_then(|r| r["pid"].as_u64())
+                .map_or(old, |p| p as u32);
+            pid != old && alive(pid)
+        }),
+        "{session} was not started again"
+    );
+    pid
+}
+
+#[test]
+fn a_member_that_crashes_comes_back_on_its_port_until_its_cap() {
+    let home = Home::new();
+    home.write("f/worker/murmur.yaml", &member(Fixture::default()));
+    home.write(
+        "f/lead/murmur.yaml",
+        &member(Fixture {
+            name: "lead",
+            ..Fixture::default()
+        }),
+    );
+    let manifest = home.write(
+        "f/formation.yaml",
+        "formation:\n  name: up\n  version: \"0.1.0\"\n  entry: lead\n  members:\n    lead: { manifest: lead/murmur.yaml, calls: [coder] }\n    coder:\n      manifest: worker/murmur.yaml\n      restart: on_failure\n      max_restarts: 3\n      restart_window: 600\n",
+    );
+    let mut run = Running::start(&home, &manifest, &[], &[]);
+    let (port, coder) = run.member("coder");
+    let lead = token_of(&home, &coder, "member:lead");
+    let record = |home: &Home| -> Value {
+        serde_json::from_str(
+            &std::fs::read_to_string(home.home.join("run").join(format!("{coder}.json"))).unwrap(),
+        )
+        .unwrap()
+    };
+    let mut pid = record(&home)["pid"].as_u64().unwrap() as u32;
+    for attempt in 1..=3u32 {
+        signal(pid, 9);
+        pid = pid_other_than(&home, &coder, pid);
+        // The same port, the same credential: its callers' wiring is still good.
+        let sent = bearer_rpc(port, &lead, "SendMessage", message("are you back?", false));
+        assert_eq!(
+            sent["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+            "after restart {attempt}: {sent}"
+        );
+        let r = record(&home);
+        assert_eq!(
+            (r["restarts"].as_u64(), r["last_exit"].as_i64()),
+            (Some(attempt as u64), Some(137))
+        );
+        let (code, ps, _) = home.run(&["ps"]);
+        assert_eq!(code, 0);
+        assert!(
+            ps.contains(&format!("(restarts {attempt}, last exit 137)")),
+            "{ps}"
+        );
+    }
+    let err = run.err.lock().unwrap().clone();
+    for (attempt, wait) in [(1, "0.5"), (2, "1.0"), (3, "2.0")] {
+        assert!(
+            err.contains(&format!("exited with status 137; 0 of its tasks failed; restarting it in {wait} s (restart {attempt} of 3 within 600 s)")),
+            "{err}"
+        );
+    }
+    let restarted: Vec<Value> = home
+        .trace(&coder)
+        .into_iter()
+        .filter(|e| e["event_type"] == "member_restarted")
+        .collect();
+    let attempts: Vec<u64> = restarted
+        .iter()
+        .map(|e| e["attempt"].as_u64().unwrap())
+        .collect();
+    assert_eq!(attempts, [1, 2, 3]);
+    assert_eq!(
+        keys_of(&restarted[0]),
+        [
+            "event_type",
+            "session_id",
+            "timestamp",
+            "formation",
+            "member",
+            "attempt",
+            "backoff_ms",
+            "exit_status"
+        ]
+    );
+    // Never two of it at once.
+    let coders = processes_of(&home)
+        .into_iter()
+        .filter(|p| {
+            cmdline(*p).contains("__capsule")
+                && std::fs::read_to_string(format!("/proc/{p}/environ"))
+                    .is_ok_and(|e| e.contains(&coder))
+        })
+        .count();
+    assert!(coders <= 1, "{coders} capsules of coder");
+
+    // The fourth crash is past its cap: the formation does what on_member_failure says (stop).
+    signal(pid, 9);
+    assert_eq!(run.wait_exit(LONG), Some(1));
+    let err = run.err.lock().unwrap().clone();
+    assert!(
+        err.contains("exited with status 137 after 3 restarts within 600 s, its cap (max_restarts); 0 of its tasks failed; stopping the formation (on_member_failure: stop)"),
+        "{err}"
+    );
+    assert_nothing_left(&home, LONG);
+}

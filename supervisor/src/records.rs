@@ -95,6 +95,11 @@ pub struct RunningCapsule {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delegation_id: Option<String>,
     pub started_at: String,
+    /// How many times its formation restarted it, and how it last ended.
+    #[serde(default)]
+    pub restarts: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_exit: Option<i32>,
 }
 
 /// Writes a file readable by its owner only (0600, in a 0700 folder), whole or not at all: it is

@@ -66,8 +66,45 @@ pub struct Member {
     pub calls: Vec<String>,
     /// `port`: the formation's pin for this member, as declared.
     pub port: Option<u16>,
+    /// `restart`, `max_restarts`, `restart_window`: whether the member comes back when it ends.
+    pub restart: Restart,
     /// The member's capsule manifest, loaded and validated.
     pub capsule: Manifest,
+}
+
+/// When a member that ended is started again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RestartPolicy {
+    /// Its end is final (the default): a crash is what `on_member_failure` says.
+    #[default]
+    Never,
+    /// After a non-zero exit (a crash, a kill).
+    OnFailure,
+    /// After any exit.
+    Always,
+}
+
+/// A member's restart policy and its cap: at most `max` restarts within `window`, past which the
+/// member's end is final.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Restart {
+    pub policy: RestartPolicy,
+    pub max: u32,
+    pub window: std::time::Duration,
+}
+
+/// The cap when the manifest names none: 3 restarts within 60 s.
+pub const MAX_RESTARTS: u32 = 3;
+pub const RESTART_WINDOW_SECS: u64 = 60;
+
+impl Default for Restart {
+    fn default() -> Self {
+        Restart {
+            policy: RestartPolicy::Never,
+            max: MAX_RESTARTS,
+            window: std::time::Duration::from_secs(RESTART_WINDOW_SECS),
+        }
+    }
 }
 
 impl Member {
@@ -85,6 +122,7 @@ struct Draft {
     manifest: PathBuf,
     calls: Vec<String>,
     port: Option<u16>,
+    restart: Restart,
 }
 
 /// The formation `root`, read from `r.file` (absolute path `path`); member manifests are loaded
@@ -189,10 +227,26 @@ pub fn read(
             manifest: d.manifest,
             calls,
             port: d.port,
+            restart: d.restart,
             capsule,
         });
     }
     check_ports(r, &members, &members_path)?;
+    if let Some(m) = members
+        .iter()
+        .find(|m| m.name == entry && m.restart.policy != RestartPolicy::Never)
+    {
+        let at = members_path.key(&m.name).key("restart");
+        return Err(r.error(
+            ErrorCode::Formation,
+            &at,
+            format!(
+                "{at}: the entry member {} cannot restart: its end is the launch's end",
+                m.name
+            ),
+            "remove restart from the entry; restart the members it calls",
+        ));
+    }
     check_peer_consent(r, &members, &written, &members_path, &entry)?;
     let on_member_failure = match f.get("on_member_failure") {
         Some(v) => match r.choice(v, &f.path("on_member_failure"), &["stop", "continue"])? {
@@ -222,7 +276,18 @@ fn draft(
 ) -> Result<Draft, ManifestError> {
     let path = members_path.key(member);
     name(r, Some(&Value::String(member.to_string())), &path, "coder")?;
-    let f = r.mapping(Some(value), &path, &["manifest", "calls", "port"])?;
+    let f = r.mapping(
+        Some(value),
+        &path,
+        &[
+            "manifest",
+            "calls",
+            "port",
+            "restart",
+            "max_restarts",
+            "restart_window",
+        ],
+    )?;
     let manifest_path = f.path("manifest");
     let written = match f.get("manifest") {
         Some(v) => r.text(v, &manifest_path, "write manifest: worker/murmur.yaml")?,
@@ -239,12 +304,40 @@ fn draft(
         Some(v) => Some(r.port(v, &f.path("port"), "write port: 52222, or remove it")?),
         None => None,
     };
+    let mut restart = Restart::default();
+    if let Some(v) = f.get("restart") {
+        restart.policy =
+            match r.choice(v, &f.path("restart"), &["never", "on_failure", "always"])? {
+                0 => RestartPolicy::Never,
+                1 => RestartPolicy::OnFailure,
+                _ => RestartPolicy::Always,
+            };
+    }
+    if let Some(v) = f.get("max_restarts") {
+        let n = r.number(
+            v,
+            &f.path("max_restarts"),
+            (1, 100),
+            "write max_restarts: 3",
+        )?;
+        restart.max = u32::try_from(n).unwrap_or(MAX_RESTARTS);
+    }
+    if let Some(v) = f.get("restart_window") {
+        let secs = r.number(
+            v,
+            &f.path("restart_window"),
+            (1, 86_400),
+            "write restart_window: 60 (seconds)",
+        )?;
+        restart.window = std::time::Duration::from_secs(secs);
+    }
     Ok(Draft {
         name: member.to_string(),
         written: normalize(&given_dir.join(&written)),
         manifest: normalize(&dir.join(&written)),
         calls,
         port,
+        restart,
     })
 }
 

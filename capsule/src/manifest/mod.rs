@@ -32,7 +32,7 @@ mod tests;
 
 pub use builtin::Builtin;
 pub use error::{ErrorCode, ManifestError};
-pub use formation::{Formation, Member, OnMemberFailure};
+pub use formation::{Formation, Member, OnMemberFailure, Restart, RestartPolicy};
 pub use load::{load, load_document, load_str, Document};
 pub use model::{
     AfterTask, Artifact, Authentication, Capabilities, ContextLimits, Exports, Gateway,

@@ -91,6 +91,7 @@ fn json_entry(row: &Row) -> Value {
         "version": r.version, "url": r.url, "pid": r.pid, "status": status(row.up),
         "started_at": r.started_at, "records": r.records,
         "formation": r.formation, "member": r.member,
+        "restarts": r.restarts, "last_exit": r.last_exit,
         "parent": r.parent, "delegation_id": r.delegation_id,
     })
 }
@@ -171,10 +172,16 @@ fn item_lines(item: &Item) -> Vec<(String, String)> {
                     "├─"
                 };
                 let member = row.rec.member.as_deref().unwrap_or(&row.rec.name);
-                lines.push((
-                    row_line(row, &format!("{branch} {member}")),
-                    row.rec.session_id.clone(),
-                ));
+                let mut line = row_line(row, &format!("{branch} {member}"));
+                if row.rec.restarts > 0 {
+                    let last = row.rec.last_exit.map(|c| format!(", last exit {c}"));
+                    line.push_str(&format!(
+                        "  (restarts {}{})",
+                        row.rec.restarts,
+                        last.unwrap_or_default()
+                    ));
+                }
+                lines.push((line, row.rec.session_id.clone()));
             }
             lines
         }

@@ -155,6 +155,8 @@ pub async fn start(service: &Arc<Service>, parent: &Parent, req: Request) -> Res
         parent: Some(parent.session_id.clone()),
         delegation_id: Some(req.delegation_id.clone()),
         started_at: Millis::now().rfc3339(),
+        restarts: 0,
+        last_exit: None,
     };
     let (exited_tx, mut exited) = watch::channel(None);
     service.register(

@@ -1,6 +1,7 @@
 //! A member that died unexpectedly (DESIGN §7): said on stderr, and written into its own trace
 //! — each task it had taken and not ended gets `task_failed` and `task_end` (failed), then one
-//! `capsule_died` record — so the member's trace tells how its session really ended.
+//! `capsule_died` record, and `member_restarted` when its formation starts it again — so the
+//! member's trace tells how each of its runs really ended.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -63,6 +64,16 @@ pub async fn record(
     });
     trace.close().await;
     left.len()
+}
+
+/// Writes a member's restart into its trace: the record after the `capsule_died` of the run
+/// that ended.
+pub async fn restarted(records: &Path, session_id: &str, event: TraceEvent) {
+    let Ok(trace) = Trace::open(records, SessionId::from_wire(session_id)) else {
+        return;
+    };
+    trace.event(event);
+    trace.close().await;
 }
 
 #[cfg(test)]

@@ -24,6 +24,7 @@ use capsule::runtime::{CapsuleConfig, LaunchTask, READY_LINE};
 
 use super::failure;
 use super::plan::Plan;
+use super::restart::{Decision, Restarts};
 use super::wire;
 use crate::client;
 use crate::delegation::{Parent, Service};
@@ -62,6 +63,18 @@ struct Member {
     operator: Option<String>,
     record: RunningCapsule,
     alive: bool,
+    /// Its restarts so far, by its `restart` policy.
+    restarts: Restarts,
+    /// What starting it again takes, for a member that may restart: its listener (kept open,
+    /// so its port and its callers' wiring stay good across restarts), its config (same
+    /// session, same token digests) and its delegation parent.
+    respawn: Option<Respawn>,
+}
+
+struct Respawn {
+    listener: TcpListener,
+    config: CapsuleConfig,
+    parent: Parent,
 }
 
 /// Launches `plan` and supervises it to its end; answers `mur run`'s exit status.
@@ -131,7 +144,7 @@ pub async fn run(plan: Plan, opts: Options) -> CliResult<i32> {
     for (i, m) in members.iter().enumerate() {
         let _ = m.stdout.relay.send(i == plan.entry);
     }
-    let code = supervise(&plan, &mut members, &mut exits, stops).await;
+    let code = supervise(&plan, &mut members, &mut exits, stops, &service).await;
     // Sub-capsules go cleanly too (their parents are gone, or going); their exits must still
     // be collected meanwhile.
     let children = service.stop_all();
@@ -295,16 +308,23 @@ fn spawn_all(
         config.control = true;
         let spawned = launch::spawn_capsule(&listeners[i], &theirs, &config);
         drop(theirs);
+        let parent = Parent {
+            session_id: sessions[i].to_string(),
+            url: urls[i].clone(),
+            manifest: m.manifest.clone(),
+            records: dirs[i].clone(),
+        };
+        let restarts = Restarts::new(m.restart);
+        let respawn = match (restarts.may_restart(), listeners[i].try_clone()) {
+            (true, Ok(listener)) => Some(Respawn {
+                listener,
+                config: config.clone(),
+                parent: parent.clone(),
+            }),
+            _ => None,
+        };
         if spawned.is_ok() {
-            service.serve(
-                Parent {
-                    session_id: sessions[i].to_string(),
-                    url: urls[i].clone(),
-                    manifest: m.manifest.clone(),
-                    records: dirs[i].clone(),
-                },
-                ours,
-            );
+            service.serve(parent, ours);
         }
         let mut child = match spawned {
             Ok(c) => c,
@@ -329,6 +349,8 @@ fn spawn_all(
             parent: None,
             delegation_id: None,
             started_at: String::new(),
+            restarts: 0,
+            last_exit: None,
         };
         members.push(Member {
             name: m.name.clone(),
@@ -340,6 +362,8 @@ fn spawn_all(
             operator: operator_token(&minted[i]),
             record,
             alive: true,
+            restarts,
+            respawn,
         });
     }
     Ok(members)
@@ -576,19 +600,50 @@ impl Stops {
     }
 }
 
-/// Waits for the launch to end: the entry ending on its own, a member dying (as
-/// `on_member_failure` says), or Ctrl-C / SIGTERM. Answers the exit status of `mur run`.
-async fn supervise(plan: &Plan, members: &mut [Member], exits: &mut Exits, stops: Stops) -> i32 {
+/// Waits for the launch to end: the entry ending on its own, a member dying (as its `restart`
+/// policy, then `on_member_failure`, say), or Ctrl-C / SIGTERM. Answers the exit status of
+/// `mur run`. A member due to restart waits out its backoff here, while everything else is
+/// still watched.
+async fn supervise(
+    plan: &Plan,
+    members: &mut [Member],
+    exits: &mut Exits,
+    stops: Stops,
+    service: &Arc<Service>,
+) -> i32 {
     let Stops(Some((mut int, mut term))) = stops else {
         stop_all(members, exits, None).await;
         return 1;
     };
+    // Members waiting out their backoff: (index, when it starts again).
+    let mut due: Vec<(usize, tokio::time::Instant)> = Vec::new();
     loop {
         let pids: Vec<i32> = members.iter().filter(|m| m.alive).map(|m| m.pid).collect();
+        let next_due = due.iter().map(|(_, at)| *at).min();
         let ended = tokio::select! {
-            ended = exits.next_of(&pids) => ended,
-            _ = int.recv() => None,
-            _ = term.recv() => None,
+            ended = exits.next_of(&pids) => Some(ended),
+            _ = async {
+                match next_due {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            } => None,
+            _ = int.recv() => Some(None),
+            _ = term.recv() => Some(None),
+        };
+        let ended = match ended {
+            // A backoff is over: that member starts again.
+            None => {
+                let now = tokio::time::Instant::now();
+                let (ready, waiting): (Vec<_>, Vec<_>) =
+                    due.drain(..).partition(|(_, at)| *at <= now);
+                due = waiting;
+                for (i, _) in ready {
+                    respawn(&mut members[i], service);
+                }
+                continue;
+            }
+            Some(ended) => ended,
         };
         let Some((pid, code)) = ended else {
             stop_all(members, exits, Some(&mut int)).await;
@@ -598,20 +653,50 @@ async fn supervise(plan: &Plan, members: &mut [Member], exits: &mut Exits, stops
             continue;
         };
         members[i].alive = false;
-        members[i].record.remove();
         if i == plan.entry {
+            members[i].record.remove();
             // The launch's own end: the rest of the formation goes with it.
             stop_all(members, exits, Some(&mut int)).await;
             return code;
         }
         let Some(formation) = &plan.formation else {
+            members[i].record.remove();
             return code;
         };
+        let decision = members[i].restarts.on_exit(code, std::time::Instant::now());
         let m = &members[i];
         let (children, session) = (exits.children.clone(), m.session_id.clone());
         // Its sub-capsules go with it; their exits arrive while this loop goes on.
         tokio::spawn(async move { children.stop_children_of(&session).await });
-        if code == 0 {
+        if let Decision::Restart { attempt, backoff } = decision {
+            let failed =
+                failure::record(&m.records, &m.session_id, &formation.name, &m.name, code).await;
+            failure::restarted(
+                &m.records,
+                &m.session_id,
+                capsule::trace::TraceEvent::MemberRestarted {
+                    formation: formation.name.clone(),
+                    member: m.name.clone(),
+                    attempt,
+                    backoff_ms: backoff.as_millis() as u64,
+                    exit_status: code,
+                },
+            )
+            .await;
+            let rule = plan.members[i].restart;
+            eprintln!(
+                "mur: member {} (pid {pid}) exited with status {code}; {failed} of its tasks failed; restarting it in {:.1} s (restart {attempt} of {} within {} s)",
+                m.name,
+                backoff.as_secs_f64(),
+                rule.max,
+                rule.window.as_secs()
+            );
+            due.push((i, tokio::time::Instant::now() + backoff));
+            continue;
+        }
+        members[i].record.remove();
+        let m = &members[i];
+        if code == 0 && decision == Decision::Final {
             // A member that ends cleanly (its lifecycle's after_task: exit) is no crash. No
             // member others call can (the formation's validation refuses it), so nothing waits.
             eprintln!("mur: member {} (pid {pid}) ended (status 0)", m.name);
@@ -623,14 +708,60 @@ async fn supervise(plan: &Plan, members: &mut [Member], exits: &mut Exits, stops
             OnMemberFailure::Stop => "stopping the formation (on_member_failure: stop)",
             OnMemberFailure::Continue => "the formation goes on (on_member_failure: continue)",
         };
+        let how = match decision {
+            Decision::CapReached { restarts } => format!(
+                "exited with status {code} after {restarts} restarts within {} s, its cap (max_restarts)",
+                plan.members[i].restart.window.as_secs()
+            ),
+            _ => format!("exited unexpectedly with status {code}"),
+        };
         eprintln!(
-            "mur: member {} (pid {pid}) exited unexpectedly with status {code}; {failed} of its tasks failed; {then}",
+            "mur: member {} (pid {pid}) {how}; {failed} of its tasks failed; {then}",
             m.name
         );
         if formation.on_member_failure == OnMemberFailure::Stop {
             stop_all(members, exits, Some(&mut int)).await;
             return 1;
         }
+    }
+}
+
+/// Starts member `m` again on its own listener (its port, and so its callers' wiring, stay
+/// good: connections made meanwhile wait in the listener's backlog), with the same session and
+/// tokens. A member that cannot be started again stays down, said on stderr.
+fn respawn(m: &mut Member, service: &Arc<Service>) {
+    let Some(again) = &m.respawn else {
+        return;
+    };
+    let started = launch::control_pair().and_then(|(ours, theirs)| {
+        let child = launch::spawn_capsule(&again.listener, &theirs, &again.config);
+        drop(theirs);
+        if child.is_ok() {
+            service.serve(again.parent.clone(), ours);
+        }
+        child
+    });
+    let mut child = match started {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("mur: member {} could not be started again: {e}", m.name);
+            return;
+        }
+    };
+    m.pid = child.id() as i32;
+    m.alive = true;
+    m.stdout = read_stdout(&mut child);
+    // Only the entry's answer is relayed; a member's output is drained.
+    let _ = m.stdout.relay.send(false);
+    m.record.pid = m.pid as u32;
+    m.record.restarts = m.restarts.total;
+    m.record.last_exit = m.restarts.last_exit;
+    m.record.started_at = Millis::now().rfc3339();
+    if let Err(e) = m.record.save() {
+        eprintln!(
+            "warning: cannot write the running-capsule record of {}: {e}",
+            m.name
+        );
     }
 }
 

@@ -5,6 +5,7 @@
 mod failure;
 pub mod launch;
 pub mod plan;
+pub mod restart;
 pub mod wire;
 
 pub use launch::Options;

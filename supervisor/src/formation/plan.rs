@@ -1,7 +1,7 @@
 //! What a launch starts: its members, each a capsule manifest with its pin and its callees. A
 //! capsule manifest is a formation of one (DESIGN §3), so one launch path serves both.
 
-use capsule::manifest::{Document, Manifest, OnMemberFailure};
+use capsule::manifest::{Document, Manifest, OnMemberFailure, Restart};
 
 /// One capsule the launch starts.
 pub struct PlannedMember {
@@ -12,6 +12,8 @@ pub struct PlannedMember {
     pub port: Option<u16>,
     /// The members it may call, by roster name.
     pub calls: Vec<String>,
+    /// Whether it comes back when it ends (a lone capsule never does).
+    pub restart: Restart,
 }
 
 /// The formation a launch belongs to, when it is one.
@@ -38,6 +40,7 @@ impl Plan {
                     port: m.network.internal_port,
                     manifest: *m,
                     calls: Vec::new(),
+                    restart: Restart::default(),
                 }],
                 entry: 0,
             },
@@ -55,6 +58,7 @@ impl Plan {
                         name: m.name,
                         manifest: m.capsule,
                         calls: m.calls,
+                        restart: m.restart,
                     })
                     .collect();
                 Plan {

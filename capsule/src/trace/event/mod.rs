@@ -265,6 +265,15 @@ pub enum TraceEvent {
         member: String,
         exit_status: i32,
     },
+    /// The supervisor starts a member again after it ended (its formation's `restart`): the
+    /// restart's number within the window, the wait before it, and why.
+    MemberRestarted {
+        formation: String,
+        member: String,
+        attempt: u32,
+        backoff_ms: u64,
+        exit_status: i32,
+    },
 }
 
 /// What a cancel interrupted.
@@ -520,6 +529,7 @@ impl TraceEvent {
             TraceEvent::DeliveryError { .. } => "delivery_error",
             TraceEvent::TraceRecordsLost { .. } => "trace_records_lost",
             TraceEvent::CapsuleDied { .. } => "capsule_died",
+            TraceEvent::MemberRestarted { .. } => "member_restarted",
         }
     }
 
