@@ -696,3 +696,34 @@ async fn a_child_silent_past_the_deadline_is_ended_and_the_helper_says_timed_out
         .unwrap();
     assert_eq!(status, 400, "{refused}");
 }
+
+#[tokio::test]
+async fn a_sub_capsule_that_takes_no_task_is_refused_before_it_starts() {
+    let p = parent("", Duration::ZERO).await;
+    let other = p.session.manifest.path.with_file_name("other.yaml");
+    let closed = MANIFEST
+        .replace("NAME", "other")
+        .replace(
+            "lifecycle: { task_acceptance: queue, queue_depth: 4 }",
+            "lifecycle: { task_acceptance: none }",
+        )
+        .replace("EXTRA", "");
+    std::fs::write(&other, closed).unwrap();
+    let (status, refused) = p
+        .delegate_with(json!({"capsule": "other", "text": "x"}))
+        .await
+        .unwrap();
+    assert_eq!(status, 409, "{refused}");
+    assert_eq!(refused["error"], "capsule_takes_no_task");
+    assert_eq!(
+        refused["message"],
+        format!("other sets lifecycle.task_acceptance: none in {}: it takes no task, so it could never answer one; set task_acceptance: single there", other.display())
+    );
+    assert!(
+        !p.seen
+            .ops()
+            .iter()
+            .any(|o| matches!(o, Op::Delegate { .. })),
+        "a child was started"
+    );
+}

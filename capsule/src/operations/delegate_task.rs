@@ -59,6 +59,19 @@ pub async fn delegate_task(
             ),
         ));
     };
+    // A sub-capsule exists for its launch task: one that takes none would never answer.
+    if manifest::load(&manifest)
+        .is_ok_and(|m| m.lifecycle.task_acceptance == manifest::TaskAcceptance::None)
+    {
+        return Err(Refusal::new(
+            409,
+            "capsule_takes_no_task",
+            format!(
+                "{capsule} sets lifecycle.task_acceptance: none in {}: it takes no task, so it could never answer one; set task_acceptance: single there",
+                manifest.display()
+            ),
+        ));
+    }
     let ticket = session.errands.begin(task).map_err(Refusal::errands)?;
     // On a task of its own: a caller that goes away cannot cut the delegation short of its
     // records, nor leave the child running.
