@@ -96,6 +96,28 @@ fn answer(task: &Value) -> Value {
     serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.to_owned()))
 }
 
+/// The task that tells the model the result of a command `task` left in the background: the
+/// session's own, completed, in the same context (waited for, bounded).
+fn result_task(run: &Launch, task: &Value) -> Value {
+    let context = task["contextId"].as_str().unwrap();
+    let mut result = Value::Null;
+    assert!(wait_until(LONG, || {
+        let page = run.rpc(
+            "ListTasks",
+            json!({"contextId": context, "includeArtifacts": true}),
+        );
+        result = page["result"]["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["id"] != task["id"] && t["status"]["state"] == "TASK_STATE_COMPLETED")
+            .cloned()
+            .unwrap_or(Value::Null);
+        !result.is_null()
+    }));
+    result
+}
+
 fn events<'a>(trace: &'a [Value], kind: &str) -> Vec<&'a Value> {
     trace.iter().filter(|e| e["event_type"] == kind).collect()
 }
@@ -570,22 +592,7 @@ fn a_command_past_its_wait_moves_to_the_background_and_its_result_follows_as_a_t
     assert_eq!(task["artifacts"][0]["artifactId"], "response");
 
     // Its result comes as the session's own task in the same context, which the model reads.
-    let context = task["contextId"].as_str().unwrap();
-    let mut result = Value::Null;
-    assert!(wait_until(LONG, || {
-        let page = run.rpc(
-            "ListTasks",
-            json!({"contextId": context, "includeArtifacts": true}),
-        );
-        result = page["result"]["tasks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|t| t["id"] != task["id"] && t["status"]["state"] == "TASK_STATE_COMPLETED")
-            .cloned()
-            .unwrap_or(Value::Null);
-        !result.is_null()
-    }));
+    let result = result_task(&run, &task);
     let said = answer(&result);
     let said = said.as_str().unwrap();
     let head = format!(
@@ -844,22 +851,7 @@ fn a_long_noisy_command_like_a_test_suite_runs_to_its_end_and_its_result_is_boun
     );
     assert!(so_far.len() <= 32 * 1024 + 64, "{}", so_far.len());
 
-    let context = task["contextId"].as_str().unwrap();
-    let mut result = Value::Null;
-    assert!(wait_until(LONG, || {
-        let page = run.rpc(
-            "ListTasks",
-            json!({"contextId": context, "includeArtifacts": true}),
-        );
-        result = page["result"]["tasks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|t| t["id"] != task["id"] && t["status"]["state"] == "TASK_STATE_COMPLETED")
-            .cloned()
-            .unwrap_or(Value::Null);
-        !result.is_null()
-    }));
+    let result = result_task(&run, &task);
     let said = answer(&result);
     let said = said.as_str().unwrap();
     let total: usize = (1..=4000)
