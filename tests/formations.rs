@@ -447,6 +447,16 @@ fn member_credentials_see_only_their_own_tasks() {
     assert_eq!(hidden["error"]["code"], -32001, "{hidden}");
     let all = bearer_rpc(coder_port, &operator, "ListTasks", json!({}));
     assert_eq!(all["result"]["totalSize"], 2);
+    // The card says what a member may reach: its callees, though it declares no allow list.
+    let card = bearer_rpc(coder_port, &operator, "GetExtendedAgentCard", json!({}));
+    let capsule = card["result"]["capabilities"]["extensions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["uri"] == "https://docs.murmur.nexus/reference/agent-card/#murmur-capsule-v1")
+        .unwrap()
+        .clone();
+    assert_eq!(capsule["params"]["network"], true, "{capsule}");
     // A member credential reaches no session-wide method.
     let stop = http(
         coder_port,
