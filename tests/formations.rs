@@ -873,6 +873,16 @@ fn a_member_that_crashes_comes_back_on_its_port_until_its_cap() {
         .unwrap()
     };
     let mut pid = record(&home)["pid"].as_u64().unwrap() as u32;
+    // A task it holds when it first crashes is failed with a cause, never lost silently.
+    let pidfile = home.root.join("coder-harness.pid");
+    let held = bearer_rpc(
+        port,
+        &lead,
+        "SendMessage",
+        message(&format!("@pidfile {}\n@sleep 60", pidfile.display()), true),
+    );
+    let held = held["result"]["task"]["id"].as_str().unwrap().to_owned();
+    wait_pid(&pidfile);
     for attempt in 1..=3u32 {
         signal(pid, 9);
         pid = pid_other_than(&home, &coder, pid);
@@ -895,12 +905,18 @@ fn a_member_that_crashes_comes_back_on_its_port_until_its_cap() {
         );
     }
     let err = run.err.lock().unwrap().clone();
-    for (attempt, wait) in [(1, "0.5"), (2, "1.0"), (3, "2.0")] {
+    for (attempt, failed, wait) in [(1, 1, "0.5"), (2, 0, "1.0"), (3, 0, "2.0")] {
         assert!(
-            err.contains(&format!("exited with status 137; 0 of its tasks failed; restarting it in {wait} s (restart {attempt} of 3 within 600 s)")),
+            err.contains(&format!("exited with status 137; {failed} of its tasks failed; restarting it in {wait} s (restart {attempt} of 3 within 600 s)")),
             "{err}"
         );
     }
+    let failed = home
+        .trace(&coder)
+        .into_iter()
+        .find(|e| e["event_type"] == "task_failed" && e["task_id"] == held.as_str())
+        .unwrap_or_else(|| panic!("{held} was not failed"));
+    assert_eq!(failed["cause"], "the capsule died before the task ended");
     let restarted: Vec<Value> = home
         .trace(&coder)
         .into_iter()

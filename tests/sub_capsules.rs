@@ -410,3 +410,38 @@ fn a_completion_token_lives_in_a_private_file_never_in_the_environment() {
         "the token file is removed"
     );
 }
+
+#[test]
+fn a_child_silent_past_its_deadline_is_ended_and_the_helper_says_so() {
+    let home = Home::new();
+    home.write("d/child.yaml", &capsule("child", &[], ""));
+    let top = home.write("d/top.yaml", &capsule("top", &["child.yaml"], ""));
+    let run = Launch::start(&home, &top, &[]);
+    // The child's harness would sleep 30 s; the delegation waits 1.
+    let done = run.send("@run mur delegate-task --timeout 1 child @sleep 30", false);
+    let task = &done["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{done}");
+    let ran: Value = serde_json::from_str(&text_of(task)).unwrap();
+    assert_eq!(ran["code"], 1, "{ran}");
+    let err = ran["err"].as_str().unwrap();
+    assert!(
+        err.ends_with("sub-capsule child gave no response (timed_out): sub-capsule child gave no answer within 1 s; it was ended\n  hint: wait longer with --timeout SECS, or carry on without the sub-capsule's response\n"),
+        "{err}"
+    );
+    let end = home
+        .trace(&run.session)
+        .into_iter()
+        .find(|e| e["event_type"] == "delegation_end")
+        .unwrap();
+    assert_eq!(end["state"], "timed_out", "{end}");
+    // The child, and its sleeping harness, are gone: only `mur run` and the top capsule are left.
+    assert!(
+        wait_until(LONG, || running(&home).len() == 1
+            && processes_of(&home).len() == 2),
+        "left: {:?}",
+        processes_of(&home)
+            .into_iter()
+            .map(|p| format!("{p} {}", cmdline(p)))
+            .collect::<Vec<_>>()
+    );
+}
