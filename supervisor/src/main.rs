@@ -330,3 +330,65 @@ fn capsule_main() -> i32 {
     std::env::remove_var(launch::LISTEN_FD_ENV);
     capsule::runtime::main(config, listener)
 }
+
+/// The supervisor's house has one-way doors (DESIGN §2): commands → formation / delegation /
+/// render → client → records / tokens. Read from the sources, so a new file is held to it too.
+#[cfg(test)]
+mod layering {
+    use std::path::{Path, PathBuf};
+
+    fn sources(under: &Path) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        let Ok(entries) = std::fs::read_dir(under) else {
+            return vec![under.to_path_buf()];
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                out.extend(sources(&p));
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn nothing_imports_what_is_above_it() {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let rules: [(&str, &[&str]); 6] = [
+            ("formation", &["commands"]),
+            ("delegation", &["commands"]),
+            ("render", &["commands"]),
+            (
+                "client.rs",
+                &["commands", "formation", "delegation", "render"],
+            ),
+            (
+                "records.rs",
+                &["commands", "formation", "delegation", "render", "client"],
+            ),
+            (
+                "tokens.rs",
+                &["commands", "formation", "delegation", "render", "client"],
+            ),
+        ];
+        let mut checked = 0;
+        for (module, above) in rules {
+            for file in sources(&src.join(module)) {
+                let text = std::fs::read_to_string(&file).unwrap_or_default();
+                checked += 1;
+                for up in above {
+                    assert!(
+                        !text.contains(&format!("crate::{up}::"))
+                            && !text.contains(&format!("crate::{up};"))
+                            && !text.contains(&format!("crate::{up}}}")),
+                        "{} imports crate::{up}, which is above it",
+                        file.display()
+                    );
+                }
+            }
+        }
+        assert!(checked >= 10, "only {checked} files were read");
+    }
+}

@@ -317,10 +317,13 @@ impl Roster {
     }
 }
 
+/// The roster file in a formation member's session folder (the launch writes it).
+pub const ROSTER: &str = "formation.json";
+
 /// The roster in a session folder: `Ok(None)` when the session is not a formation member (it
 /// has no `formation.json`), `Err` with the reason when the file is there but unreadable.
 pub fn roster(session_dir: &Path) -> Result<Option<Roster>, String> {
-    let path = session_dir.join(crate::formation::launch::ROSTER);
+    let path = session_dir.join(ROSTER);
     let text = match fs::read_to_string(&path) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),

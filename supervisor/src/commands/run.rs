@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use capsule::manifest::{self, Manifest, TaskAcceptance, Transport};
+use capsule::manifest::TaskAcceptance;
 use capsule::process::Containment;
 use capsule::runtime::LaunchTask;
 
@@ -19,31 +19,6 @@ pub struct RunArgs {
     pub forget_session: bool,
     pub workdir: Option<PathBuf>,
     pub json: bool,
-}
-
-/// The checks a launch makes before anything starts: what this release can run.
-pub(crate) fn check_runnable(m: &Manifest) -> CliResult<()> {
-    // A door that starts no task never runs inference: any driver (or none) will do.
-    if m.lifecycle.task_acceptance == TaskAcceptance::None {
-        return Ok(());
-    }
-    if m.inference.transport == Transport::Http {
-        return capsule::runtime::http_agent(m).map(|_| ()).map_err(|why| {
-            CliError::new(
-                Code::NotAvailable,
-                format!("{}: {why}", m.path.display()),
-                "give the http driver's artifact a gateway with an https:// endpoint (plain http:// only to 127.0.0.1 or localhost)",
-            )
-        });
-    }
-    if capsule::harness::driver_of(m).is_none() {
-        return Err(CliError::new(
-            Code::NotAvailable,
-            format!("{}: inference.driver.artifact names no process driver", m.path.display()),
-            "declare the artifact with a process block, or use murmur/driver-claude-code or murmur/driver-codex",
-        ));
-    }
-    Ok(())
 }
 
 /// How the members' harness attempts (and http members' shell commands) will be contained
@@ -142,22 +117,8 @@ fn workdir(dir: Option<&Path>) -> CliResult<PathBuf> {
         })
 }
 
-/// The manifest at `path` (a capsule's or a formation's) as a plan whose every member this
-/// release can run; refused as `mur run` refuses it. `mur render` starts from the same.
-pub fn runnable_plan(path: &Path) -> CliResult<Plan> {
-    let document = manifest::load_document(path).map_err(|e| CliError::Formatted(e.to_string()))?;
-    let plan = Plan::of(document);
-    for m in &plan.members {
-        check_runnable(&m.manifest).map_err(|e| match plan.is_formation() {
-            true => e.within(&format!("member {}", m.name)),
-            false => e,
-        })?;
-    }
-    Ok(plan)
-}
-
 pub async fn run(args: RunArgs) -> CliResult<i32> {
-    let plan = runnable_plan(&args.manifest)?;
+    let plan = Plan::runnable(&args.manifest)?;
     if args.task.is_some() {
         takes_the_task(&plan)?;
     }

@@ -67,7 +67,7 @@ pub async fn start(service: &Arc<Service>, parent: &Parent, req: Request) -> Res
         ));
     }
     let manifest = capsule::manifest::load(&path).map_err(|e| e.to_string())?;
-    crate::commands::run::check_runnable(&manifest).map_err(|e| e.to_string())?;
+    crate::formation::plan::check_runnable(&manifest).map_err(|e| e.to_string())?;
     let dir = parent
         .records
         .join("children")

@@ -28,8 +28,6 @@ use crate::launch;
 use crate::records::{self, RunningCapsule};
 use crate::tokens::{self, Minted};
 
-/// The roster file in a formation member's session folder.
-pub const ROSTER: &str = "formation.json";
 /// How long the members have to become ready, all together.
 const READY_WITHIN: Duration = Duration::from_secs(15);
 
@@ -205,7 +203,7 @@ fn write_rosters(plan: &Plan, sessions: &[SessionId], dirs: &[PathBuf]) -> CliRe
             "formation": f.name, "version": f.version, "member": m.name,
             "entry": plan.members[plan.entry].name, "members": roster,
         });
-        capsule::private::write(&dir.join(ROSTER), record.to_string().as_bytes())
+        capsule::private::write(&dir.join(records::ROSTER), record.to_string().as_bytes())
             .map_err(|e| records_error(dir, e))?;
     }
     Ok(())

@@ -1,7 +1,13 @@
 //! What a launch starts: its members, each a capsule manifest with its pin and its callees. A
 //! capsule manifest is a formation of one (DESIGN §3), so one launch path serves both.
 
-use capsule::manifest::{Document, Manifest, OnMemberFailure, Restart};
+use std::path::Path;
+
+use capsule::manifest::{
+    self, Document, Manifest, OnMemberFailure, Restart, TaskAcceptance, Transport,
+};
+
+use crate::error::{CliError, CliResult, Code};
 
 /// One capsule the launch starts.
 pub struct PlannedMember {
@@ -31,6 +37,21 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// The manifest at `path` (a capsule's or a formation's) as a plan whose every member this
+    /// release can run; refused as `mur run` refuses it. `mur render` starts from the same.
+    pub fn runnable(path: &Path) -> CliResult<Plan> {
+        let document =
+            manifest::load_document(path).map_err(|e| CliError::Formatted(e.to_string()))?;
+        let plan = Plan::of(document);
+        for m in &plan.members {
+            check_runnable(&m.manifest).map_err(|e| match plan.is_formation() {
+                true => e.within(&format!("member {}", m.name)),
+                false => e,
+            })?;
+        }
+        Ok(plan)
+    }
+
     pub fn of(document: Document) -> Plan {
         match document {
             Document::Capsule(m) => Plan {
@@ -86,4 +107,29 @@ impl Plan {
     pub fn is_formation(&self) -> bool {
         self.formation.is_some()
     }
+}
+
+/// The checks a launch makes before anything starts: what this release can run.
+pub fn check_runnable(m: &Manifest) -> CliResult<()> {
+    // A door that starts no task never runs inference: any driver (or none) will do.
+    if m.lifecycle.task_acceptance == TaskAcceptance::None {
+        return Ok(());
+    }
+    if m.inference.transport == Transport::Http {
+        return capsule::runtime::http_agent(m).map(|_| ()).map_err(|why| {
+            CliError::new(
+                Code::NotAvailable,
+                format!("{}: {why}", m.path.display()),
+                "give the http driver's artifact a gateway with an https:// endpoint (plain http:// only to 127.0.0.1 or localhost)",
+            )
+        });
+    }
+    if capsule::harness::driver_of(m).is_none() {
+        return Err(CliError::new(
+            Code::NotAvailable,
+            format!("{}: inference.driver.artifact names no process driver", m.path.display()),
+            "declare the artifact with a process block, or use murmur/driver-claude-code or murmur/driver-codex",
+        ));
+    }
+    Ok(())
 }

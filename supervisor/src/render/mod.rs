@@ -18,7 +18,6 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::commands::run::runnable_plan;
 use crate::error::{CliError, CliResult, Code};
 use crate::formation::Plan;
 
@@ -64,7 +63,7 @@ pub struct Object {
 
 /// A formation's plan, refused as `mur run` would refuse it, and for what a cluster cannot do.
 pub fn plan(path: &Path) -> CliResult<(Plan, String)> {
-    let plan = runnable_plan(path)?;
+    let plan = Plan::runnable(path)?;
     if !plan.is_formation() {
         let capsule = plan
             .members
