@@ -293,6 +293,12 @@ fn hostile_load_leaves_the_capsules_memory_where_it_was() {
         failed.load(Ordering::SeqCst)
     );
     assert_eq!(sent, REQUESTS, "the load did not finish within its time");
+    // Every request, hostile or not, got an answer (a refusal is an answer).
+    assert_eq!(
+        failed.load(Ordering::SeqCst),
+        0,
+        "requests the door left unanswered"
+    );
     assert!(
         after <= before + ALLOWED_GROWTH_KB,
         "the capsule grew from {before} kB to {after} kB under hostile load (peak {peak} kB)"
