@@ -476,7 +476,6 @@ fn cancel_a_long_command(world: &World, manifest: &str) -> Vec<String> {
         wait_until(LONG, || sleeping() > 0),
         "the shell tool never ran the command"
     );
-    let asked = Instant::now();
     let resp = run.rpc("CancelTask", json!({"id": id}));
     assert_eq!(
         resp["result"]["status"]["state"], "TASK_STATE_CANCELED",
@@ -490,17 +489,14 @@ fn cancel_a_long_command(world: &World, manifest: &str) -> Vec<String> {
             .find(|e| e["event_type"] == "harness_exit" && e["task_id"] == id.as_str())
     };
     assert!(wait_until(LONG, || harness_exit().is_some()));
-    let took = asked.elapsed();
     let exit = harness_exit().unwrap();
     assert_eq!(
         (exit["cause"].as_str(), exit["killed"].as_bool()),
         (Some("canceled"), Some(false)),
         "{exit}"
     );
-    assert!(
-        took < Duration::from_secs(2),
-        "the CLI took {took:?} to end"
-    );
+    // How fast is a benchmark's question; here, what ended it: the interrupt, with no kill and
+    // (for Claude Code) no SIGINT fallback — the callers check the interrupts sent.
     assert_eq!(sleeping(), 0, "the command outlived its task");
     let interrupts = world
         .home

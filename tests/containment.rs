@@ -7,7 +7,7 @@
 
 mod support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{json, Value};
 use support::*;
@@ -328,15 +328,12 @@ lifecycle: {{ task_acceptance: queue, after_task: sleep, queue_depth: 1 }}
     let id = run.start_task(&prompt);
     let harness = wait_pid(&pidfile);
     let queued = run.start_task("next");
-    let started = Instant::now();
     let canceled = run.rpc("CancelTask", json!({"id": id}));
     assert_eq!(canceled["result"]["status"]["state"], "TASK_STATE_CANCELED");
     assert!(wait_until(LONG, || !alive(harness)), "the harness ended");
-    assert!(
-        started.elapsed() < Duration::from_secs(8),
-        "SIGINT went out at once, not after the grace ({:?})",
-        started.elapsed()
-    );
+    // SIGINT went out at once, not after the prompt it never reads was written (that write
+    // never ends): had it waited, the kill after the grace would have ended the harness, and
+    // its harness_exit below would say `killed: true`.
     assert!(wait_until(LONG, || trace_has(
         &home,
         &run.session,

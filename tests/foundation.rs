@@ -160,7 +160,6 @@ fn cancel_interrupts_a_harness_that_honours_sigint() {
     let text = format!("@pidfile {}\n@sleep 60", pidfile.display());
     let id = run.start_task(&text);
     let harness = wait_pid(&pidfile);
-    let started = std::time::Instant::now();
     let canceled = run.rpc("CancelTask", json!({"id": id}));
     assert_eq!(canceled["result"]["status"]["state"], "TASK_STATE_CANCELED");
     assert!(
@@ -168,10 +167,7 @@ fn cancel_interrupts_a_harness_that_honours_sigint() {
         "nothing in flight: no residue artifact"
     );
     assert!(wait_until(LONG, || !alive(harness)), "the harness ended");
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "SIGINT ended it well before the grace"
-    );
+    // SIGINT ended it, not the kill after the grace: `killed: false` below.
     assert!(wait_until(LONG, || trace_types(&home, &run.session, &id)
         .contains(&"task_end".to_owned())));
     let types = trace_types(&home, &run.session, &id);

@@ -1,6 +1,7 @@
 //! What a manifest may cost and where its launch leaves traces, through the real `mur`: a huge
-//! or deeply nested manifest and an absurd queue_depth are refused at once with their exact
-//! E-MAN error and nothing recorded; DESIGN's relative `command: ["python3", "harness.py"]` runs
+//! or deeply nested manifest and an absurd queue_depth are refused with their exact E-MAN error
+//! (the size's and the pre-scan's, so the YAML parser never saw them; how fast is measured in
+//! BENCHMARKS.md, not here) and nothing recorded; DESIGN's relative `command: ["python3", "harness.py"]` runs
 //! from any folder; and every folder and file a launch writes under `$MURMUR_HOME` is private
 //! (0700, 0600) while the capsule runs and after it ends.
 
@@ -8,13 +9,9 @@ mod support;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use support::*;
-
-/// Far above what these refusals take (milliseconds): a bound that only a parse that grows with
-/// the input (the 45 s of 100 000 nested `[`) or a whole read of a huge file would cross.
-const AT_ONCE: Duration = Duration::from_secs(5);
 
 const LONG: Duration = Duration::from_secs(30);
 
@@ -22,12 +19,10 @@ const TOO_LARGE_HINT: &str = "a manifest holds settings and is a few kilobytes; 
                               (prompts, data) in files the harness reads, and check that this is \
                               the file you meant";
 
-/// `mur run --manifest M --task hi`, timed: (exit code, stdout, stderr, how long it took).
-fn run_timed(home: &Home, manifest: &Path) -> (i32, String, String, Duration) {
-    let started = Instant::now();
+/// `mur run --manifest M --task hi`: (exit code, stdout, stderr).
+fn run_task(home: &Home, manifest: &Path) -> (i32, String, String) {
     let manifest = manifest.to_string_lossy();
-    let (code, out, err) = home.run(&["run", "--manifest", &manifest, "--task", "hi"]);
-    (code, out, err, started.elapsed())
+    home.run(&["run", "--manifest", &manifest, "--task", "hi"])
 }
 
 /// Asserts `mur run` wrote nothing under `$MURMUR_HOME`: no records, no `run/`.
@@ -49,7 +44,7 @@ fn a_2_mib_manifest_is_refused_at_once_and_records_nothing() {
     let text = format!("{valid}#{}\n", "x".repeat(size - valid.len() - 2));
     assert_eq!(text.len(), size);
     let manifest = home.write("big/murmur.yaml", &text);
-    let (code, out, err, took) = run_timed(&home, &manifest);
+    let (code, out, err) = run_task(&home, &manifest);
     assert_eq!(code, 1, "stdout {out}");
     assert_eq!(
         err,
@@ -60,7 +55,6 @@ fn a_2_mib_manifest_is_refused_at_once_and_records_nothing() {
         )
     );
     assert_eq!(out, "");
-    assert!(took < AT_ONCE, "refusing took {took:?}");
     assert_nothing_recorded(&home, "2 MiB manifest");
 }
 
@@ -68,7 +62,7 @@ fn a_2_mib_manifest_is_refused_at_once_and_records_nothing() {
 fn nesting_100_000_levels_is_refused_at_once() {
     let home = Home::new();
     let manifest = home.write("deep/murmur.yaml", &"[".repeat(100_000));
-    let (code, out, err, took) = run_timed(&home, &manifest);
+    let (code, out, err) = run_task(&home, &manifest);
     assert_eq!(code, 1, "stdout {out}");
     assert_eq!(
         err,
@@ -79,7 +73,6 @@ fn nesting_100_000_levels_is_refused_at_once() {
             manifest.display()
         )
     );
-    assert!(took < AT_ONCE, "refusing took {took:?}");
     assert_nothing_recorded(&home, "100 000 nested [");
 }
 
@@ -91,7 +84,7 @@ fn queue_depth_past_1000_is_refused_naming_the_key() {
         ..Fixture::default()
     };
     let manifest = home.write("queue/murmur.yaml", &fixture.yaml());
-    let (code, out, err, _) = run_timed(&home, &manifest);
+    let (code, out, err) = run_task(&home, &manifest);
     assert_eq!(code, 1, "stdout {out}");
     assert_eq!(
         err,

@@ -12,7 +12,7 @@
 mod support;
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{json, Value};
 use support::*;
@@ -130,18 +130,14 @@ fn claude_code_cancel_stops_the_turn_in_band_and_the_context_resumes() {
         Some(&context),
     );
     let harness = wait_pid(&pidfile);
-    let canceled_at = Instant::now();
     let canceled = f.run.rpc("CancelTask", json!({"id": busy}));
     assert_eq!(canceled["result"]["status"]["state"], "TASK_STATE_CANCELED");
     assert!(
         wait_until(Duration::from_secs(5), || !alive(harness)),
         "the harness ended"
     );
-    let gone_after = canceled_at.elapsed();
-    assert!(
-        gone_after < Duration::from_secs(1),
-        "the in-band interrupt ended the turn at once, not SIGINT or the kill ({gone_after:?})"
-    );
+    // The in-band interrupt ended the turn: one control_request, no SIGINT fallback, no kill
+    // (checked below from the trace, not from a clock).
     assert!(wait_until(LONG, || !f
         .events("harness_exit", &busy)
         .is_empty()));
@@ -186,16 +182,11 @@ fn claude_code_that_ignores_the_control_line_gets_sigint_then_the_kill() {
     let pidfile = f.home.root.join("busy.pid");
     let busy = f.start(&format!("@pidfile {}\n@sleep 60", pidfile.display()), None);
     let harness = wait_pid(&pidfile);
-    let canceled_at = Instant::now();
     let canceled = f.run.rpc("CancelTask", json!({"id": busy}));
     assert_eq!(canceled["result"]["status"]["state"], "TASK_STATE_CANCELED");
     assert!(wait_until(LONG, || !alive(harness)), "the harness ended");
-    let gone_after = canceled_at.elapsed();
-    assert!(
-        gone_after >= Duration::from_secs(10),
-        "the fake ignores both interrupts, so only the kill after the grace ends it \
-         ({gone_after:?})"
-    );
+    // The fake ignores both interrupts, so only the kill after the grace ends it: the trace
+    // below shows both interrupts and the kill.
     assert!(wait_until(LONG, || !f
         .events("harness_exit", &busy)
         .is_empty()));
@@ -295,15 +286,10 @@ fn codex_cancel_ends_the_turn_on_sigint_and_the_thread_resumes() {
         .unwrap()
         .to_owned();
     let harness = wait_pid(&pidfile);
-    let asked = Instant::now();
     let canceled = run.rpc("CancelTask", json!({"id": busy}));
     assert_eq!(canceled["result"]["status"]["state"], "TASK_STATE_CANCELED");
     assert!(wait_until(LONG, || !alive(harness)));
-    assert!(
-        asked.elapsed() < Duration::from_secs(5),
-        "SIGINT ended the turn, not the kill after the grace ({:?})",
-        asked.elapsed()
-    );
+    // SIGINT ended the turn, not the kill after the grace: `killed: false` below.
     let exit = exit_of(&home, &run, &busy);
     assert_eq!(
         (exit["cause"].as_str(), exit["killed"].as_bool()),
