@@ -674,8 +674,15 @@ fn work_answering(session: Arc<Session>, pause: Duration) {
     });
 }
 
-/// POST `/control/<helper>` on the door at `port` with a task token; answers status and body.
-async fn control(port: u16, helper: &str, token: &str, body: Value) -> (u16, Value) {
+/// POST `path` on the door at `port` with `token` as its bearer and `headers` beside it;
+/// answers status and body.
+async fn post_as(
+    port: u16,
+    path: &str,
+    token: &str,
+    headers: &[(&str, &str)],
+    body: Value,
+) -> (u16, Value) {
     let url = format!("http://localhost:{port}");
     let allowed = policy::check(&[format!("localhost:{port}")], &url).unwrap();
     let stream = policy::dial(&allowed, Duration::from_secs(5))
@@ -685,16 +692,23 @@ async fn control(port: u16, helper: &str, token: &str, body: Value) -> (u16, Val
         .await
         .unwrap();
     tokio::spawn(conn);
-    let req = Request::post(format!("/control/{helper}"))
+    let mut req = Request::post(path)
         .header("host", format!("localhost:{port}"))
         .header("content-type", "application/json")
-        .header("authorization", format!("Bearer {token}"))
-        .body(Full::new(Bytes::from(body.to_string())))
-        .unwrap();
+        .header("authorization", format!("Bearer {token}"));
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let req = req.body(Full::new(Bytes::from(body.to_string()))).unwrap();
     let resp = sender.send_request(req).await.unwrap();
     let status = resp.status().as_u16();
     let bytes = resp.into_body().collect().await.unwrap().to_bytes();
     (status, serde_json::from_slice(&bytes).unwrap_or_default())
+}
+
+/// POST `/control/<helper>` on the door at `port` with a task token; answers status and body.
+async fn control(port: u16, helper: &str, token: &str, body: Value) -> (u16, Value) {
+    post_as(port, &format!("/control/{helper}"), token, &[], body).await
 }
 
 const PEER_WORKER: &str =
@@ -955,26 +969,7 @@ async fn send_message_answers_the_peers_settled_task_and_a_cancel_cascades_to_it
 /// A JSON-RPC request to the door at `port`, as `token`'s holder sends it with no runtime
 /// header at all; answers status and body.
 async fn rpc_as(port: u16, token: &str, body: Value) -> (u16, Value) {
-    let url = format!("http://localhost:{port}");
-    let allowed = policy::check(&[format!("localhost:{port}")], &url).unwrap();
-    let stream = policy::dial(&allowed, Duration::from_secs(5))
-        .await
-        .unwrap();
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .unwrap();
-    tokio::spawn(conn);
-    let req = Request::post("/")
-        .header("host", format!("localhost:{port}"))
-        .header("content-type", "application/json")
-        .header("a2a-version", "1.0")
-        .header("authorization", format!("Bearer {token}"))
-        .body(Full::new(Bytes::from(body.to_string())))
-        .unwrap();
-    let resp = sender.send_request(req).await.unwrap();
-    let status = resp.status().as_u16();
-    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
-    (status, serde_json::from_slice(&bytes).unwrap_or_default())
+    post_as(port, "/", token, &[("a2a-version", "1.0")], body).await
 }
 
 #[tokio::test]
