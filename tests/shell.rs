@@ -885,3 +885,32 @@ fn a_long_noisy_command_like_a_test_suite_runs_to_its_end_and_its_result_is_boun
     assert_eq!(end["output_bytes"], total as u64);
     assert_eq!(end["exit_code"], 0);
 }
+
+#[test]
+fn an_allowed_program_the_path_lacks_and_a_bad_background_are_refused_saying_so() {
+    let home = Home::new();
+    let fake = Fake::start_with(brain);
+    let path = manifest(&home, &fake, "[printf, no-such-tool-here]", QUEUE);
+    let run = launch(&home, &path);
+    for (args, refusal) in [
+        (
+            json!({"command": "no-such-tool-here --version"}),
+            json!({"error": "command_not_found", "message": "no-such-tool-here is on capabilities.shell.allow but is not on this capsule's PATH"}),
+        ),
+        (
+            json!({"command": "printf x", "background": "yes"}),
+            json!({"error": "bad_command", "message": "background is true or false"}),
+        ),
+    ] {
+        assert_eq!(answer(&run_bash(&run, args.clone())), refusal, "{args}");
+    }
+    let trace = home.trace(&run.session);
+    assert!(
+        events(&trace, "shell_start").is_empty(),
+        "a refused command started"
+    );
+    assert_eq!(
+        events(&trace, "shell_refused")[0]["reason"],
+        "command_not_found"
+    );
+}
