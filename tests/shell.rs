@@ -765,6 +765,16 @@ fn the_session_s_end_ends_every_command_and_what_it_detached() {
     assert_nothing_left(&home, LONG);
     drop(run);
 
+    // kill -9 of `mur run` itself.
+    let home = Home::new();
+    let fake = Fake::start_with(brain);
+    let path = manifest(&home, &fake, "[bash]", QUEUE);
+    let run = launch(&home, &path);
+    hold_detached(&run, &home, "5");
+    signal(run.pid(), 9);
+    assert_nothing_left(&home, LONG);
+    drop(run);
+
     // after_task: exit — the task ends, the session with it.
     let home = Home::new();
     let fake = Fake::start_with(brain);
