@@ -157,13 +157,16 @@ fn wait_record(home: &Home, session: &str, kind: &str) -> Value {
     found
 }
 
-/// The pids running `needle` in their command line.
-fn running(needle: &str) -> Vec<u32> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_string_lossy().parse::<u32>().ok())
-        .filter(|p| cmdline(*p).contains(needle) && alive(*p))
+/// The pids of this test's processes (`home`'s, however they detached) running `needle` as a
+/// word of their command line: another test's `sleep 3011` is not this one's `sleep 30`.
+fn running(home: &Home, needle: &str) -> Vec<u32> {
+    processes_of(home)
+        .into_iter()
+        .filter(|p| {
+            let line = cmdline(*p);
+            let line = line.trim_end();
+            line.ends_with(needle) || line.contains(&format!("{needle} "))
+        })
         .collect()
 }
 
@@ -624,7 +627,7 @@ fn a_cancel_moves_a_foreground_command_to_the_background_and_names_it_word_for_w
     let id = run.start_task(&json!({"command": marker, "wait_secs": 600}).to_string());
     let start = wait_record(&home, &run.session, "shell_start");
     let work_id = start["work_id"].as_str().unwrap().to_owned();
-    assert!(wait_until(LONG, || !running("sleep 30").is_empty()));
+    assert!(wait_until(LONG, || !running(&home, "sleep 30").is_empty()));
 
     let resp = run.rpc("CancelTask", json!({"id": id}));
     let task = &resp["result"];
@@ -650,7 +653,7 @@ fn a_cancel_moves_a_foreground_command_to_the_background_and_names_it_word_for_w
     // The cancel ended nothing: the command runs on.
     std::thread::sleep(Duration::from_millis(300));
     assert!(
-        !running("sleep 30").is_empty(),
+        !running(&home, "sleep 30").is_empty(),
         "the cancel ended the command"
     );
     let ended = run.wait_task(&id, LONG, |s| s == "TASK_STATE_CANCELED");
@@ -678,13 +681,13 @@ fn a_cancel_moves_a_foreground_command_to_the_background_and_names_it_word_for_w
     );
     std::thread::sleep(Duration::from_millis(300));
     assert!(
-        !running("sleep 30").is_empty(),
+        !running(&home, "sleep 30").is_empty(),
         "StopSession ended the command"
     );
 
     // `mur cancel` prints a second one as running:, and `mur stop` names both, then ends them.
     let id2 = run.start_task(&json!({"command": "sleep 31", "wait_secs": 600}).to_string());
-    assert!(wait_until(LONG, || !running("sleep 31").is_empty()));
+    assert!(wait_until(LONG, || !running(&home, "sleep 31").is_empty()));
     let (code, out, err) = home.run(&["cancel", &run.session, &id2]);
     assert_eq!(code, 0, "{err}");
     let second = events(&home.trace(&run.session), "shell_start")[1]["work_id"]
@@ -705,8 +708,8 @@ fn a_cancel_moves_a_foreground_command_to_the_background_and_names_it_word_for_w
         out.contains(&format!("running: sleep 31 ({second}: {})\n", bash_path())),
         "{out}"
     );
-    assert!(wait_until(LONG, || running("sleep 30").is_empty()
-        && running("sleep 31").is_empty()));
+    assert!(wait_until(LONG, || running(&home, "sleep 30").is_empty()
+        && running(&home, "sleep 31").is_empty()));
     assert_nothing_left(&home, LONG);
     let trace = home.trace(&run.session);
     let ends: Vec<&Value> = events(&trace, "shell_end");
@@ -723,8 +726,8 @@ fn hold_detached(run: &Launch, home: &Home, tag: &str) {
     let got = answer(&task);
     assert_eq!(got["running"], true, "{got}");
     assert!(wait_until(LONG, || {
-        !running(&format!("sleep 301{tag}")).is_empty()
-            && !running(&format!("sleep 302{tag}")).is_empty()
+        !running(home, &format!("sleep 301{tag}")).is_empty()
+            && !running(home, &format!("sleep 302{tag}")).is_empty()
     }));
     assert!(!processes_of(home).is_empty());
 }
