@@ -7,9 +7,12 @@ mod delegation;
 mod error;
 mod formation;
 mod launch;
+mod listing;
 mod records;
 mod render;
+mod stopping;
 mod tokens;
+mod trace;
 
 use std::os::fd::FromRawFd;
 use std::path::PathBuf;
@@ -356,21 +359,49 @@ mod layering {
     #[test]
     fn nothing_imports_what_is_above_it() {
         let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-        let rules: [(&str, &[&str]); 6] = [
-            ("formation", &["commands"]),
-            ("delegation", &["commands"]),
-            ("render", &["commands"]),
+        let rules: [(&str, &[&str]); 9] = [
+            ("formation", &["commands", "top"]),
+            ("delegation", &["commands", "top"]),
+            ("render", &["commands", "top"]),
+            ("top", &["commands"]),
+            ("stopping.rs", &["commands", "top"]),
+            ("trace", &["commands", "top", "stopping", "client"]),
             (
                 "client.rs",
-                &["commands", "formation", "delegation", "render"],
+                &[
+                    "commands",
+                    "formation",
+                    "delegation",
+                    "render",
+                    "top",
+                    "stopping",
+                ],
             ),
             (
                 "records.rs",
-                &["commands", "formation", "delegation", "render", "client"],
+                &[
+                    "commands",
+                    "formation",
+                    "delegation",
+                    "render",
+                    "top",
+                    "stopping",
+                    "trace",
+                    "client",
+                ],
             ),
             (
                 "tokens.rs",
-                &["commands", "formation", "delegation", "render", "client"],
+                &[
+                    "commands",
+                    "formation",
+                    "delegation",
+                    "render",
+                    "top",
+                    "stopping",
+                    "trace",
+                    "client",
+                ],
             ),
         ];
         let mut checked = 0;
