@@ -169,3 +169,73 @@ pub async fn control(url: &str, path: &str, token: &str, body: Value) -> CliResu
     let v = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
     Ok((status, v))
 }
+
+/// How long a door has to answer the head of a murmur.WatchSession.
+const WATCH_OPENS_WITHIN: Duration = Duration::from_secs(10);
+
+/// murmur.WatchSession on `door`: the stream's body, once the door answered 200.
+pub async fn watch_session(door: &DoorRef<'_>) -> CliResult<Incoming> {
+    let url = door.url;
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "murmur.WatchSession", "params": {}});
+    let req = post(url, "/", body, &door.auth_header())?;
+    let resp = tokio::time::timeout(WATCH_OPENS_WITHIN, open(url, req))
+        .await
+        .map_err(|_| unreachable(url, "no answer to murmur.WatchSession"))??;
+    if resp.status() != 200 {
+        return Err(unreachable(
+            url,
+            format!("murmur.WatchSession answered HTTP {}", resp.status()),
+        ));
+    }
+    Ok(resp.into_body())
+}
+
+/// The most one stream event may hold: the largest is a task's whole answer (8 MiB from a
+/// harness), so a stream past this is not a door's and is given up.
+pub const EVENT_MAX: usize = 16 << 20;
+
+/// Server-sent events as they arrive: bytes in, each event's `data:` JSON out. Kept as bytes
+/// until an event is whole, so a character split across two reads is never mangled.
+#[derive(Default)]
+pub struct SseEvents {
+    pending: Vec<u8>,
+}
+
+impl SseEvents {
+    /// The events `bytes` completed, or `None` once an event grew past [`EVENT_MAX`].
+    pub fn feed(&mut self, bytes: &[u8]) -> Option<Vec<Value>> {
+        self.pending.extend_from_slice(bytes);
+        let mut events = Vec::new();
+        while let Some(end) = self.pending.windows(2).position(|w| w == b"\n\n") {
+            let event: Vec<u8> = self.pending.drain(..end + 2).collect();
+            let text = String::from_utf8_lossy(&event);
+            let data = text.lines().find_map(|l| l.strip_prefix("data: "));
+            if let Some(v) = data.and_then(|d| serde_json::from_str::<Value>(d).ok()) {
+                events.push(v);
+            }
+        }
+        (self.pending.len() <= EVENT_MAX).then_some(events)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_are_whole_even_when_a_character_is_split_between_reads() {
+        let mut sse = SseEvents::default();
+        let wire = "id: 1\ndata: {\"t\":\"é\"}\n\n: heartbeat\n\nid: 2\ndata: {\"t\":2}\n\n";
+        let bytes = wire.as_bytes();
+        let cut = wire.find('é').unwrap() + 1;
+        assert_eq!(sse.feed(&bytes[..cut]), Some(vec![]));
+        let events = sse.feed(&bytes[cut..]).unwrap();
+        assert_eq!(events, vec![json!({"t": "é"}), json!({"t": 2})]);
+    }
+
+    #[test]
+    fn an_endless_event_is_given_up() {
+        let mut sse = SseEvents::default();
+        assert_eq!(sse.feed(&vec![b'x'; EVENT_MAX + 1]), None);
+    }
+}

@@ -99,6 +99,14 @@ impl CliError {
         }
     }
 
+    /// What went wrong, without its code and hint (one line of a live view).
+    pub fn message(&self) -> &str {
+        match self {
+            CliError::Coded { message, .. } => message,
+            CliError::Formatted(text) => text,
+        }
+    }
+
     /// The same error, said of `what` (`member coder: port 52222 is already in use`).
     pub fn within(self, what: &str) -> Self {
         match self {

@@ -10,7 +10,7 @@ use crate::records::{self, RunningCapsule};
 pub enum Entry {
     /// A formation launch: `formation NAME VERSION (entry MEMBER)`.
     Heading(String),
-    Capsule(Placed),
+    Capsule(Box<Placed>),
 }
 
 /// A running capsule in its place: its address number, its record, and its label, which is
@@ -74,7 +74,7 @@ fn launch_lines(mut members: Vec<Placed>) -> Vec<Entry> {
     if members[0].rec.formation.is_none() {
         let mut lone = members.remove(0);
         lone.label = format!("{} {}", lone.rec.name, lone.rec.version);
-        return vec![Entry::Capsule(lone)];
+        return vec![Entry::Capsule(Box::new(lone))];
     }
     let heading = order_members(&mut members);
     let count = members.len();
@@ -83,7 +83,7 @@ fn launch_lines(mut members: Vec<Placed>) -> Vec<Entry> {
         let branch = if i + 1 == count { "└─" } else { "├─" };
         let member = p.rec.member.clone().unwrap_or_else(|| p.rec.name.clone());
         p.label = format!("{branch} {member}");
-        lines.push(Entry::Capsule(p));
+        lines.push(Entry::Capsule(Box::new(p)));
     }
     lines
 }
@@ -121,7 +121,7 @@ fn children_of(children: &[Placed], parent: &str, depth: usize) -> Vec<Entry> {
             p.rec.version
         );
         let session = child.rec.session_id.clone();
-        lines.push(Entry::Capsule(child));
+        lines.push(Entry::Capsule(Box::new(child)));
         lines.extend(children_of(children, &session, depth + 1));
     }
     lines

@@ -5,6 +5,7 @@ mod client;
 mod commands;
 mod delegation;
 mod error;
+mod follow;
 mod formation;
 mod launch;
 mod listing;
@@ -12,6 +13,7 @@ mod records;
 mod render;
 mod stopping;
 mod tokens;
+mod top;
 mod trace;
 
 use std::os::fd::FromRawFd;
@@ -97,6 +99,15 @@ enum Cmd {
         /// Reuse the tokens of Secrets rendered before (a file or folder of YAML) instead of minting
         #[arg(long, value_name = "PATH")]
         secrets_from: Option<PathBuf>,
+    },
+    /// Watch running formations live: capsules, tasks, calls, refusals; cancel and stop from
+    /// the keyboard (`--once`, or a stdout that is not a terminal: one text snapshot)
+    Top {
+        /// One session (its whole formation for a member); every running session when absent
+        address: Option<String>,
+        /// Print one snapshot as text and exit
+        #[arg(long)]
+        once: bool,
     },
     /// Follow a running session's events (murmur.WatchSession), one line each
     Watch {
@@ -262,6 +273,7 @@ async fn dispatch(cmd: Cmd) -> CliResult<i32> {
             out,
             secrets_from,
         }),
+        Cmd::Top { address, once } => commands::top::run(address.as_deref(), once).await,
         Cmd::Watch { address, url } => {
             commands::watch::run(address.as_deref(), url.as_deref()).await
         }

@@ -300,6 +300,9 @@ pub struct Roster {
     pub entry: String,
     /// Member name → session id, in the order the formation lists its members.
     pub members: serde_json::Map<String, serde_json::Value>,
+    /// The members this file's member may call (absent from rosters written before `mur top`).
+    #[serde(default)]
+    pub calls: Vec<String>,
 }
 
 impl Roster {

@@ -9,6 +9,7 @@ pub mod render;
 pub mod run;
 pub mod stop;
 pub mod token;
+pub mod top;
 pub mod trace;
 pub mod watch;
 

@@ -1,15 +1,15 @@
 //! `mur watch ADDRESS | --url HOST:PORT`: a client of murmur.WatchSession, printing one
 //! readable line per event until the capsule closes the stream. Watching a session by its
 //! address also follows its trace for the jail's egress refusals, which no stream frame carries
-//! (the stream extension's frames are a closed list).
-
-use std::time::Duration;
+//! (the stream extension's frames are a closed list); the trace is read as the kernel says it
+//! grew, never on a timer.
 
 use http_body_util::BodyExt;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::client;
 use crate::error::{CliError, CliResult, Code};
+use crate::follow;
 use crate::records;
 
 const STREAM_URI: &str = capsule::door::STREAM_URI;
@@ -81,38 +81,28 @@ pub fn describe(result: &Value) -> String {
     result.to_string()
 }
 
-/// How often the trace is read again for new refusals.
-const TRACE_EVERY: Duration = Duration::from_millis(250);
-
 /// Prints each `egress_denied` record written to `trace` from now on, as
-/// `<task>  egress refused  host:port`, until the watch ends.
+/// `<task>  egress refused  host:port`, until the watch ends. Woken by the kernel each time the
+/// trace's folder changes.
 async fn follow_refusals(trace: std::path::PathBuf) {
-    use tokio::io::{AsyncReadExt, AsyncSeekExt};
-    let mut offset = tokio::fs::metadata(&trace)
-        .await
-        .map(|m| m.len())
-        .unwrap_or(0);
-    let mut pending: Vec<u8> = Vec::new();
-    let mut every = tokio::time::interval(TRACE_EVERY);
-    loop {
-        every.tick().await;
-        let Ok(mut file) = tokio::fs::File::open(&trace).await else {
-            continue;
-        };
-        if file.seek(std::io::SeekFrom::Start(offset)).await.is_err() {
-            continue;
+    let wake = std::sync::Arc::new(tokio::sync::Notify::new());
+    let woken = wake.clone();
+    let watched = trace.clone();
+    let folders = follow::Folders::new(move |p| {
+        if p == watched {
+            woken.notify_one();
         }
-        let mut fresh = Vec::new();
-        let Ok(n) = file.read_to_end(&mut fresh).await else {
-            continue;
-        };
-        offset += n as u64;
-        pending.extend_from_slice(&fresh);
-        while let Some(end) = pending.iter().position(|b| *b == b'\n') {
-            let line: Vec<u8> = pending.drain(..=end).collect();
-            let Ok(v) = serde_json::from_slice::<Value>(&line) else {
-                continue;
-            };
+    });
+    let Ok(mut folders) = folders else {
+        return;
+    };
+    if folders.add(trace.parent().unwrap_or(&trace)).is_err() {
+        return;
+    }
+    let mut lines = follow::JsonLines::from_end(&trace);
+    loop {
+        wake.notified().await;
+        for v in lines.read_new() {
             if v["event_type"] == "egress_denied" {
                 let task = v["task_id"].as_str().unwrap_or("");
                 let short = task.get(..12).unwrap_or(task);
@@ -154,30 +144,23 @@ pub async fn run(address: Option<&str>, url: Option<&str>) -> CliResult<i32> {
         }
     };
     let url = format!("http://{}", door.url.trim_start_matches("http://"));
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "murmur.WatchSession", "params": {}});
-    let req = client::post(&url, "/", body, &door.auth_header())?;
-    let resp = tokio::time::timeout(Duration::from_secs(10), client::open(&url, req))
+    let door = client::DoorRef {
+        url: &url,
+        token: door.token,
+    };
+    let mut body = client::watch_session(&door)
         .await
-        .map_err(|_| failed(&url, "no answer"))??;
-    if resp.status() != 200 {
-        return Err(failed(&url, format!("HTTP {}", resp.status())));
-    }
-    let mut body = resp.into_body();
-    let mut pending = String::new();
+        .map_err(|e| failed(&url, e))?;
+    let mut events = client::SseEvents::default();
     while let Some(frame) = body.frame().await {
         let Ok(frame) = frame else { break };
         let Some(data) = frame.data_ref() else {
             continue;
         };
-        pending.push_str(&String::from_utf8_lossy(data));
-        while let Some(end) = pending.find("\n\n") {
-            let event: String = pending.drain(..end + 2).collect();
-            let Some(json) = event.lines().find_map(|l| l.strip_prefix("data: ")) else {
-                continue;
-            };
-            let Ok(v) = serde_json::from_str::<Value>(json) else {
-                continue;
-            };
+        let Some(batch) = events.feed(data) else {
+            return Err(failed(&url, "an event past 16 MiB"));
+        };
+        for v in batch {
             let line = match v.get("result") {
                 Some(r) => describe(r),
                 None => format!("error: {}", v["error"]),

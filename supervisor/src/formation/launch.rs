@@ -185,9 +185,9 @@ fn make_records(plan: &Plan, workdir: &Path, sessions: &[SessionId]) -> CliResul
     Ok(dirs)
 }
 
-/// `formation.json` in each member's session folder: the formation, the member, and every
-/// member's session, so that `mur trace show --formation` can find a launch's traces after it
-/// ended.
+/// `formation.json` in each member's session folder: the formation, the member, every
+/// member's session (so that `mur trace show --formation` can find a launch's traces after it
+/// ended) and whom the member calls (which `mur top` draws).
 fn write_rosters(plan: &Plan, sessions: &[SessionId], dirs: &[PathBuf]) -> CliResult<()> {
     let Some(f) = &plan.formation else {
         return Ok(());
@@ -201,7 +201,7 @@ fn write_rosters(plan: &Plan, sessions: &[SessionId], dirs: &[PathBuf]) -> CliRe
     for (m, dir) in plan.members.iter().zip(dirs) {
         let record = json!({
             "formation": f.name, "version": f.version, "member": m.name,
-            "entry": plan.members[plan.entry].name, "members": roster,
+            "entry": plan.members[plan.entry].name, "members": roster, "calls": m.calls,
         });
         capsule::private::write(&dir.join(records::ROSTER), record.to_string().as_bytes())
             .map_err(|e| records_error(dir, e))?;
