@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Installs what the tests need beyond Rust: the official A2A clients the interop tests drive,
-and kubernetes-validate for the render tests.
+kubernetes-validate for the render tests, and tmux for the `mur top` tests.
 
 Each client is pinned to an exact version and installed idempotently (nothing happens when the
 pinned version is already there), so a repeated run is fast:
@@ -183,6 +183,21 @@ def install_openai_sdk() -> None:
 KUBERNETES_VALIDATE = ("kubernetes-validate", "1.37.0")
 
 
+def install_tmux() -> None:
+    """tmux, from Debian's packages: tests/top.rs runs `mur top` in its pseudo-terminal and reads
+    the screen back as a person would see it."""
+    started = time.monotonic()
+    if shutil.which("tmux"):
+        available("tmux", started, False)
+        return
+    why = run(["apt-get", "install", "-y", "-qq", "tmux"]) and (
+        run(["apt-get", "update", "-qq"]) or run(["apt-get", "install", "-y", "-qq", "tmux"]))
+    if why or not shutil.which("tmux"):
+        unavailable("tmux", why or "apt-get installed no tmux")
+    else:
+        available("tmux", started, True)
+
+
 def install_kubernetes_validate() -> None:
     """The pinned kubernetes-validate, into this interpreter's site-packages."""
     from importlib.metadata import PackageNotFoundError, version
@@ -203,3 +218,4 @@ if __name__ == "__main__":
     install_agent_clis()
     install_a2acli()
     install_kubernetes_validate()
+    install_tmux()

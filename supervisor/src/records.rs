@@ -149,7 +149,9 @@ pub fn process_running(pid: u32) -> bool {
         .unwrap_or(false)
 }
 
-/// Running capsules, newest first, with records of vanished processes pruned.
+/// Running capsules, newest first, with records of vanished processes pruned — but only once
+/// their launch has ended too: a member its formation is about to restart is not listed, and
+/// keeps what its restart needs.
 pub fn running() -> Vec<RunningCapsule> {
     let mut found: Vec<RunningCapsule> = Vec::new();
     let Ok(dir) = fs::read_dir(run_dir()) else {
@@ -168,6 +170,13 @@ pub fn running() -> Vec<RunningCapsule> {
         };
         if rec.is_alive() {
             found.push(rec);
+        } else if rec.supervisor_pid != 0
+            && rec.supervisor_pid != std::process::id()
+            && process_running(rec.supervisor_pid)
+        {
+            // Its launch is still running: a formation member between a crash and its
+            // restart keeps its record, tokens and wiring, which the restart reads again.
+            continue;
         } else {
             // A launch that was killed outright left its record and tokens behind.
             let _ = fs::remove_file(tokens_path(&rec.session_id));

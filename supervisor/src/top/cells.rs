@@ -144,7 +144,11 @@ pub fn alerts(board: &Board) -> Vec<String> {
                 .placed(&a.session)
                 .map(|p| name_of(&p.rec).to_owned())
                 .unwrap_or_else(|| short(&a.session));
-            format!("{}  {who}  {}  {}", a.at, short(&a.task), a.what)
+            let task = match a.task.as_str() {
+                "" => String::new(),
+                t => format!("{}  ", short(t)),
+            };
+            format!("{}  {who}  {task}{}", a.at, a.what)
         })
         .collect()
 }

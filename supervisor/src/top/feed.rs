@@ -85,8 +85,15 @@ pub struct Feeds {
     tx: mpsc::Sender<Update>,
     streams: HashMap<String, Stream>,
     traces: HashMap<String, JsonLines>,
+    /// The traces of sessions no longer followed, kept at their offsets: a member between a
+    /// crash and its restart leaves the records for a moment, and its trace must not be read
+    /// twice when it comes back.
+    parked: HashMap<String, JsonLines>,
     folders: Folders,
 }
+
+/// The parked traces kept at most.
+const PARKED: usize = 64;
 
 impl Feeds {
     pub fn new(tx: mpsc::Sender<Update>) -> CliResult<(Self, Arc<Wake>)> {
@@ -112,6 +119,7 @@ impl Feeds {
             tx,
             streams: HashMap::new(),
             traces: HashMap::new(),
+            parked: HashMap::new(),
             folders,
         };
         Ok((feeds, wake))
@@ -121,7 +129,10 @@ impl Feeds {
     pub fn follow(&mut self, rec: &RunningCapsule) -> Vec<Value> {
         self.restart_stream(rec);
         let _ = self.folders.add(&rec.records);
-        let mut lines = JsonLines::from_last(&rec.records.join("trace.jsonl"), TRACE_BACK);
+        let mut lines = self
+            .parked
+            .remove(&rec.session_id)
+            .unwrap_or_else(|| JsonLines::from_last(&rec.records.join("trace.jsonl"), TRACE_BACK));
         let first = lines.read_new();
         self.traces.insert(rec.session_id.clone(), lines);
         first
@@ -149,7 +160,12 @@ impl Feeds {
         if let Some(dir) = lines.path().parent() {
             self.folders.remove(dir);
         }
-        lines.read_new()
+        let last = lines.read_new();
+        if self.parked.len() >= PARKED {
+            self.parked.clear();
+        }
+        self.parked.insert(session.to_owned(), lines);
+        last
     }
 
     /// The new records of the traces in `changed`, by session.

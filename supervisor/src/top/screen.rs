@@ -8,7 +8,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Cell, Clear, Paragraph, Row, Table, Wrap};
 use ratatui::Frame;
 
-use super::board::Board;
+use super::board::{Board, Link};
 use super::cells::{self, Mark};
 use super::view::{Focus, Overlay, View};
 use crate::listing::Entry;
@@ -32,10 +32,12 @@ pub const HELP: &[&str] = &[
 pub fn draw(f: &mut Frame, board: &Board, view: &View, now_ms: i64) {
     let area = f.area();
     if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
-        let text = format!(
-            "terminal too small: mur top needs {MIN_WIDTH}×{MIN_HEIGHT}, this one is {}×{}",
-            area.width, area.height
-        );
+        let text = vec![
+            Line::from(format!(
+                "terminal too small: mur top needs {MIN_WIDTH}×{MIN_HEIGHT}"
+            )),
+            Line::from(format!("(this one is {}×{})", area.width, area.height)),
+        ];
         f.render_widget(Paragraph::new(text).wrap(Wrap { trim: true }), area);
         return;
     }
@@ -53,7 +55,7 @@ pub fn draw(f: &mut Frame, board: &Board, view: &View, now_ms: i64) {
     f.render_widget(title_line(board, view, now_ms), title);
     draw_members(f, top, board, view, now_ms);
     let [calls, alerts] =
-        Layout::horizontal([Constraint::Percentage(55), Constraint::Percentage(45)]).areas(middle);
+        Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(middle);
     draw_calls(f, calls, board);
     draw_alerts(f, alerts, board, view);
     draw_tasks(f, tasks, board, view, now_ms);
@@ -74,11 +76,17 @@ fn headings(board: &Board) -> usize {
 
 fn title_line(board: &Board, view: &View, now_ms: i64) -> Paragraph<'static> {
     let clock = capsule::clock::Millis(now_ms).rfc3339();
-    let count = board.capsules().count();
+    let running = board
+        .capsules()
+        .filter(|p| {
+            board
+                .session(&p.rec.session_id)
+                .is_some_and(|v| v.link != Link::Ended)
+        })
+        .count();
     let mut text = format!(
-        "mur top  {} UTC  {count} session{}  ? help  q quit",
+        "mur top  {} UTC  {running} running  ? help  q quit",
         clock.get(11..19).unwrap_or(""),
-        if count == 1 { "" } else { "s" }
     );
     if view.typing || !view.filter.is_empty() {
         let cursor = if view.typing { "▏" } else { "" };

@@ -1,0 +1,486 @@
+//! `mur top` as a person uses it: the real `mur top` in a pseudo-terminal (tmux, a private
+//! server per test), keys sent, the screen read back; on the shipped split formation with slow
+//! workers. And `--once`, checked line by line: only the clocks it prints are read as shapes.
+
+#[path = "support/clients.rs"]
+mod clients;
+mod support;
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use support::*;
+
+const LONG: Duration = Duration::from_secs(30);
+
+/// `mur top` in a tmux pane of its own server, killed with the test.
+struct Screen {
+    socket: PathBuf,
+}
+
+impl Screen {
+    /// Starts `mur top ARGS` in a `cols`×`rows` terminal with `env`; None when tmux is missing
+    /// (and not under CI, where that fails the test).
+    fn start(home: &Home, args: &[&str], size: (u16, u16), env: &[(&str, &str)]) -> Option<Screen> {
+        let present = Command::new("tmux")
+            .arg("-V")
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !clients::usable("tmux", present) {
+            return None;
+        }
+        let screen = Screen {
+            socket: home.root.join("tmux.sock"),
+        };
+        let mut cmd = vec![
+            "env".to_owned(),
+            format!("MURMUR_HOME={}", home.home.display()),
+            format!("PATH={}", search_path()),
+            "TERM=xterm-256color".to_owned(),
+        ];
+        cmd.extend(env.iter().map(|(k, v)| format!("{k}={v}")));
+        cmd.push(home.bin.display().to_string());
+        cmd.push("top".to_owned());
+        cmd.extend(args.iter().map(|a| a.to_string()));
+        let (cols, rows) = (size.0.to_string(), size.1.to_string());
+        let started = screen
+            .tmux(&[
+                "new-session",
+                "-d",
+                "-s",
+                "top",
+                "-x",
+                &cols,
+                "-y",
+                &rows,
+                "--",
+            ])
+            .args(&cmd)
+            .current_dir(&home.work)
+            .status()
+            .unwrap();
+        assert!(started.success(), "tmux did not start");
+        Some(screen)
+    }
+
+    fn tmux(&self, args: &[&str]) -> Command {
+        let mut c = Command::new("tmux");
+        c.arg("-S").arg(&self.socket).args(args);
+        c
+    }
+
+    /// The screen as text; with `-e`, with its colour escapes.
+    fn read(&self, escapes: bool) -> String {
+        let mut args = vec!["capture-pane", "-p", "-t", "top"];
+        if escapes {
+            args.push("-e");
+        }
+        let out = self.tmux(&args).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        for k in keys {
+            let sent = self.tmux(&["send-keys", "-t", "top", k]).status().unwrap();
+            assert!(sent.success(), "tmux send-keys {k}");
+            // Each key is read before the next is sent, as a person types.
+            std::thread::sleep(Duration::from_millis(150));
+        }
+    }
+
+    /// Waits (bounded) for the screen to satisfy `f`; fails showing the last screen.
+    fn until(&self, what: &str, f: impl Fn(&str) -> bool) -> String {
+        let mut last = String::new();
+        let held = wait_until(LONG, || {
+            last = self.read(false);
+            f(&last)
+        });
+        assert!(held, "the screen never showed {what}:\n{last}");
+        last
+    }
+}
+
+impl Drop for Screen {
+    fn drop(&mut self) {
+        let _ = self.tmux(&["kill-server"]).stderr(Stdio::null()).status();
+    }
+}
+
+fn split() -> PathBuf {
+    repo_root().join("manifests/split/formation.yaml")
+}
+
+/// The first row of the tasks pane.
+fn task_row(screen: &str) -> &str {
+    screen
+        .lines()
+        .find(|l| l.starts_with("tsk_…"))
+        .unwrap_or("")
+}
+
+/// The line of the screen holding `needle`.
+fn line_of<'a>(screen: &'a str, needle: &str) -> &'a str {
+    screen.lines().find(|l| l.contains(needle)).unwrap_or("")
+}
+
+/// The first task ListTasks answers for a member (its newest).
+fn task_of(home: &Home, m: &Member) -> Value {
+    let token = home.operator_token(&m.session);
+    let listed = bearer_rpc(m.port, &token, "ListTasks", json!({}));
+    listed["result"]["tasks"][0].clone()
+}
+
+fn working(home: &Home, m: &Member) -> bool {
+    task_of(home, m)["status"]["state"] == "TASK_STATE_WORKING"
+}
+
+fn short(id: &str) -> String {
+    format!("tsk_…{}", &id[id.len() - 8..])
+}
+
+#[test]
+fn the_split_formation_is_watched_live_until_its_answer() {
+    let home = Home::new();
+    let Some(screen) = Screen::start(&home, &[], (120, 40), &[]) else {
+        return;
+    };
+    screen.until("an empty board", |s| s.contains("0 running"));
+    let (mut run, members) =
+        Launch::start_formation(&home, &split(), &["--task", "wait 3 x wait 3"]);
+    let shown = screen.until("the lead calling both workers, each working", |s| {
+        s.contains("formation split 0.1.0 (entry lead)")
+            && line_of(s, "lead → left").contains("1 in flight")
+            && line_of(s, "lead → right").contains("1 in flight")
+            && line_of(s, "├─ left").contains("running")
+    });
+    for (i, m) in members.iter().enumerate() {
+        let branch = if i + 1 == members.len() {
+            "└─"
+        } else {
+            "├─"
+        };
+        let row = line_of(&shown, &format!("{branch} {}", m.name));
+        assert!(row.contains(&m.port.to_string()), "{row}");
+        assert!(row.contains("running"), "{row}");
+    }
+    // The workers' tasks, one screen each: move down, read its task working.
+    screen.keys(&["j"]);
+    screen.until("left's task working", |s| {
+        s.contains("tasks of left @") && task_row(s).contains("working")
+    });
+    screen.keys(&["j"]);
+    screen.until("right's task working", |s| {
+        s.contains("tasks of right @") && task_row(s).contains("working")
+    });
+    screen.keys(&["k", "k"]);
+    // The answer arrives in the lead's output, and the ended formation stays readable.
+    let done = screen.until("the lead's answer", |s| {
+        s.contains("left: Acknowledged: wait 3 x") && s.contains("right: Acknowledged: wait 3")
+    });
+    assert!(task_row(&done).contains("completed"), "{done}");
+    assert_eq!(run.wait_exit(LONG), Some(0));
+    let ended = screen.until("the members ended", |s| {
+        s.contains("0 running") || line_of(s, "├─ lead").contains("ended")
+    });
+    assert!(ended.contains("left: Acknowledged"), "{ended}");
+    screen.keys(&["q"]);
+    assert_nothing_left(&home, LONG);
+}
+
+#[test]
+fn a_task_is_canceled_from_the_keyboard() {
+    let home = Home::new();
+    let (mut run, members) =
+        Launch::start_formation(&home, &split(), &["--task", "wait 60 x wait 60"]);
+    let left = members.iter().find(|m| m.name == "left").unwrap();
+    assert!(wait_until(LONG, || working(&home, left)));
+    let task = task_of(&home, left)["id"].as_str().unwrap().to_owned();
+    let Some(screen) = Screen::start(&home, &[], (120, 40), &[]) else {
+        return;
+    };
+    screen.until("left's task", |s| s.contains("├─ left"));
+    // Down to left, into its tasks, cancel the selected one.
+    screen.keys(&["j", "Tab"]);
+    screen.until("left's task selected", |s| {
+        s.contains("tasks of left @") && s.contains(&short(&task))
+    });
+    screen.keys(&["c"]);
+    let after = screen.until("the cancel's answer", |s| {
+        s.contains(&format!("canceled: {task}"))
+    });
+    assert!(!after.contains("cancel failed"), "{after}");
+    assert_eq!(
+        task_of(&home, left)["status"]["state"],
+        "TASK_STATE_CANCELED"
+    );
+    screen.until("the task shown canceled", |s| {
+        line_of(s, &short(&task)).contains("canceled")
+    });
+    // The lead's call then failed, and the formation ended with it.
+    assert_eq!(run.wait_exit(LONG), Some(1));
+    screen.keys(&["q"]);
+    assert_nothing_left(&home, LONG);
+}
+
+#[test]
+fn a_restart_is_shown_and_the_formation_is_stopped_from_the_keyboard() {
+    let home = Home::new();
+    let dir = repo_root().join("manifests/split");
+    let manifest = home.write(
+        "f/formation.yaml",
+        &format!(
+            "formation:\n  name: split\n  version: \"0.1.0\"\n  entry: lead\n  members:\n    lead:\n      manifest: {lead}\n      calls: [left, right]\n    left:\n      manifest: {worker}\n      restart: on_failure\n    right:\n      manifest: {worker}\n",
+            lead = dir.join("lead.yaml").display(),
+            worker = dir.join("worker.yaml").display(),
+        ),
+    );
+    let (_run, members) = Launch::start_formation(&home, &manifest, &[]);
+    let left = members.iter().find(|m| m.name == "left").unwrap();
+    let Some(screen) = Screen::start(&home, &[], (120, 40), &[]) else {
+        return;
+    };
+    screen.until("the formation", |s| {
+        line_of(s, "└─ right").contains("running")
+    });
+    let pid = record_pid(&home, &left.session);
+    signal(pid, 9);
+    let shown = screen.until("left restarted", |s| {
+        line_of(s, "├─ left").contains("1 (exit 137)")
+            && line_of(s, "├─ left").contains("running")
+            && s.contains("member left restarted (attempt 1")
+    });
+    assert_eq!(
+        shown.matches("member left died (exit 137)").count(),
+        1,
+        "each record is told once: {shown}"
+    );
+    assert!(!line_of(&shown, "├─ left").contains(&format!(" {pid} ")));
+    // `s` asks first; anything but y keeps it running.
+    screen.keys(&["s"]);
+    screen.until("the question", |s| {
+        s.contains("Stop formation split, every member of it?")
+    });
+    screen.keys(&["n"]);
+    screen.until("the refusal", |s| s.contains("stop: not asked"));
+    assert!(processes_of(&home).len() >= 3);
+    screen.keys(&["s", "y"]);
+    let last = &members[members.len() - 1].session;
+    let stopped = screen.until("the stop's account", |s| {
+        s.contains(&format!("stopped: {last}")) && s.contains("0 running")
+    });
+    assert!(!stopped.contains("stop failed"), "{stopped}");
+    screen.keys(&["q"]);
+    assert_nothing_left(&home, LONG);
+}
+
+fn record_pid(home: &Home, session: &str) -> u32 {
+    let text =
+        std::fs::read_to_string(home.home.join("run").join(format!("{session}.json"))).unwrap();
+    serde_json::from_str::<Value>(&text).unwrap()["pid"]
+        .as_u64()
+        .unwrap() as u32
+}
+
+#[test]
+fn a_small_terminal_says_so_and_no_color_draws_no_colour() {
+    let home = Home::new();
+    let (mut run, _members) =
+        Launch::start_formation(&home, &split(), &["--task", "wait 60 x wait 60"]);
+    let Some(small) = Screen::start(&home, &[], (50, 10), &[]) else {
+        return;
+    };
+    small.until("the size it needs", |s| {
+        s.contains("terminal too small: mur top needs 60×16\n(this one is 50×10)")
+    });
+    drop(small);
+    let Some(plain) = Screen::start(&home, &[], (120, 40), &[("NO_COLOR", "1")]) else {
+        return;
+    };
+    plain.until("the formation", |s| {
+        line_of(s, "├─ lead").contains("running")
+    });
+    let escapes = plain.read(true);
+    let colours: Vec<&str> = ["\x1b[31m", "\x1b[32m", "\x1b[33m", "\x1b[90m", "\x1b[38;"]
+        .into_iter()
+        .filter(|c| escapes.contains(c))
+        .collect();
+    assert!(colours.is_empty(), "NO_COLOR drew {colours:?}");
+    // `?` shows the keys, any key closes it; `/` filters to one member.
+    plain.keys(&["?"]);
+    plain.until("the help", |s| s.contains("cancel the selected task"));
+    plain.keys(&["Escape", "/", "r", "i", "g", "h", "t", "Enter"]);
+    let filtered = plain.until("only right", |s| {
+        s.contains("filter: right") && !s.contains("├─ left")
+    });
+    assert!(filtered.contains("└─ right"), "{filtered}");
+    plain.keys(&["q"]);
+    drop(plain);
+    signal(run.pid(), 15);
+    assert!(run.wait_exit(LONG).is_some());
+    assert_nothing_left(&home, LONG);
+}
+
+/// Replaces each clock `mur top` prints (`0.4s`, `12s`, `3m05s`, `2h07m`) by `~`, keeping its
+/// width, so the rest of a line can be compared exactly.
+fn clocks(line: &str) -> String {
+    line.split_inclusive(' ')
+        .map(|word| {
+            let w = word.trim_end();
+            let is_clock = {
+                let b = w.as_bytes();
+                let digits = |s: &[u8]| !s.is_empty() && s.iter().all(u8::is_ascii_digit);
+                match w.strip_suffix('s') {
+                    Some(n) => match n.split_once(['.', 'm']) {
+                        Some((a, b2)) => digits(a.as_bytes()) && digits(b2.as_bytes()),
+                        None => digits(n.as_bytes()),
+                    },
+                    None => {
+                        w.strip_suffix('m').is_some_and(|n| {
+                            n.split_once('h').is_some_and(|(a, b2)| {
+                                digits(a.as_bytes()) && digits(b2.as_bytes())
+                            })
+                        }) && !b.is_empty()
+                    }
+                }
+            };
+            if is_clock {
+                format!("{}~{}", " ".repeat(w.len() - 1), &word[w.len()..])
+            } else {
+                word.to_owned()
+            }
+        })
+        .collect()
+}
+
+/// Rows padded to their widest cell, two spaces apart, without trailing spaces: the layout
+/// `--once` promises (docs/top.md).
+fn table(rows: &[Vec<String>]) -> Vec<String> {
+    let widths: Vec<usize> = (0..rows[0].len())
+        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap())
+        .collect();
+    rows.iter()
+        .map(|r| {
+            r.iter()
+                .zip(&widths)
+                .map(|(cell, w)| format!("{cell}{}", " ".repeat(w - cell.chars().count())))
+                .collect::<Vec<_>>()
+                .join("  ")
+                .trim_end()
+                .to_owned()
+        })
+        .collect()
+}
+
+#[test]
+fn once_prints_the_running_formation_exactly() {
+    let home = Home::new();
+    let (mut run, members) =
+        Launch::start_formation(&home, &split(), &["--task", "wait 60 x wait 60"]);
+    let lead = &members[0];
+    assert_eq!(lead.name, "lead");
+    assert!(wait_until(LONG, || members[1..]
+        .iter()
+        .all(|m| working(&home, m))));
+    assert!(wait_until(LONG, || {
+        home.trace(&lead.session)
+            .iter()
+            .filter(|e| e["event_type"] == "a2a_send")
+            .count()
+            == 2
+    }));
+    let tasks: Vec<String> = members
+        .iter()
+        .map(|m| task_of(&home, m)["id"].as_str().unwrap().to_owned())
+        .collect();
+    let (code, out, err) = home.run(&["top", "--once"]);
+    assert_eq!(code, 0, "{err}");
+    // A stdout that is not a terminal gets the same snapshot.
+    let (_, piped, _) = home.run(&["top"]);
+    let (first, rest) = out.split_once('\n').unwrap();
+    assert!(
+        first.starts_with("mur top  2") && first.ends_with(" UTC"),
+        "{first}"
+    );
+    assert_eq!(first.len(), "mur top  2026-12-01 19:28:10 UTC".len());
+    let plain = |text: &str| text.lines().skip(1).map(clocks).collect::<Vec<_>>();
+    assert_eq!(plain(&piped), plain(&out));
+
+    let mut rows = vec![[
+        "", "CAPSULE", "STATE", "PID", "PORT", "UP", "RESTARTS", "QUEUED", "RUNNING", "SESSION",
+    ]
+    .map(str::to_owned)
+    .to_vec()];
+    // Addresses count newest first: the roster's last member is @1.
+    for (i, m) in members.iter().enumerate() {
+        let branch = if i + 1 == members.len() {
+            "└─"
+        } else {
+            "├─"
+        };
+        rows.push(vec![
+            format!("@{}", members.len() - i),
+            format!("{branch} {}", m.name),
+            "running".into(),
+            record_pid(&home, &m.session).to_string(),
+            m.port.to_string(),
+            "     ~".into(),
+            "0".into(),
+            "0".into(),
+            "1".into(),
+            m.session.clone(),
+        ]);
+    }
+    let mut expected = table(&rows);
+    let pad = expected[0].find("CAPSULE").unwrap();
+    expected.insert(
+        1,
+        format!("{}formation split 0.1.0 (entry lead)", " ".repeat(pad)),
+    );
+    expected.push("── Calls ──".into());
+    for (m, t) in members[1..].iter().zip(&tasks[1..]) {
+        expected.push(format!(
+            "lead → {}  1 in flight: {} → {}",
+            m.name,
+            short(&tasks[0]),
+            short(t)
+        ));
+    }
+    expected.extend([
+        "── Delegations ──".into(),
+        "(none)".into(),
+        "── Tasks ──".into(),
+    ]);
+    let mut task_rows = vec![[
+        "MEMBER", "TASK", "STATE", "TURNS", "TOKENS", "ELAPSED", "LAST",
+    ]
+    .map(str::to_owned)
+    .to_vec()];
+    for (m, t) in members.iter().zip(&tasks) {
+        task_rows.push(vec![
+            m.name.clone(),
+            short(t),
+            "working".into(),
+            "0".into(),
+            "-".into(),
+            "     ~".into(),
+            String::new(),
+        ]);
+    }
+    expected.extend(table(&task_rows));
+    expected.extend(["── Alerts ──".into(), "(none)".into()]);
+    let got: Vec<String> = rest.lines().map(clocks).collect();
+    assert_eq!(got, expected, "the snapshot was:\n{out}");
+
+    // One session's address shows its launch only; with nothing running, it says so.
+    let (_, one, _) = home.run(&["top", "--once", "@1"]);
+    assert!(one.contains("formation split 0.1.0 (entry lead)"), "{one}");
+    signal(run.pid(), 15);
+    assert!(run.wait_exit(LONG).is_some());
+    assert_nothing_left(&home, LONG);
+    let (code, none, _) = home.run(&["top", "--once"]);
+    assert_eq!(code, 0);
+    assert!(none.ends_with("no capsule is running\n"), "{none}");
+}
