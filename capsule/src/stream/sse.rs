@@ -176,7 +176,10 @@ async fn write(
             }
             last = newest_read;
         }
+        // Biased: events recorded before the capsule began to close (a task's answer and its
+        // end) are written before `capsule-closed`, never raced past by it.
         let chunk = tokio::select! {
+            biased;
             changed = newest.changed() => match changed {
                 Ok(()) => continue,
                 Err(_) => return,

@@ -43,19 +43,18 @@ pub fn draw(f: &mut Frame, board: &Board, view: &View, now_ms: i64) {
     }
     let members = view.members(board).len() + headings(board);
     let top_rows = (members as u16 + 3).min(area.height * 2 / 5).max(4);
-    let [title, top, middle, tasks, tail, said] = Layout::vertical([
+    let [title, top, calls, alerts, tasks, tail, said] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Length(top_rows),
-        Constraint::Length(6),
-        Constraint::Min(5),
-        Constraint::Length(8),
+        Constraint::Length(4),
+        Constraint::Length(4),
+        Constraint::Min(4),
+        Constraint::Length(7),
         Constraint::Length(2),
     ])
     .areas(area);
     f.render_widget(title_line(board, view, now_ms), title);
     draw_members(f, top, board, view, now_ms);
-    let [calls, alerts] =
-        Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(middle);
     draw_calls(f, calls, board);
     draw_alerts(f, alerts, board, view);
     draw_tasks(f, tasks, board, view, now_ms);
@@ -123,6 +122,9 @@ fn draw_members(f: &mut Frame, area: Rect, board: &Board, view: &View, now_ms: i
                     continue;
                 }
                 if let Some(h) = pending_heading.take() {
+                    // The tree's glyphs say it is a formation; its name, version and entry
+                    // fit the column.
+                    let h = h.strip_prefix("formation ").unwrap_or(&h).to_owned();
                     rows.push(Row::new(vec![Cell::from(""), Cell::from(h)]));
                 }
                 let mut cells: Vec<Cell> = vec![Cell::from(cells::address(p))];
