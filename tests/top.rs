@@ -490,3 +490,49 @@ fn once_prints_the_running_formation_exactly() {
     assert_eq!(code, 0);
     assert!(none.ends_with("no capsule is running\n"), "{none}");
 }
+
+#[test]
+fn an_egress_refusal_is_shown_as_it_happens_and_the_trace_opens() {
+    let home = Home::new();
+    let manifest = home.write("murmur.yaml", &Fixture::default().yaml());
+    let state = home.root.join("fixture-state");
+    std::fs::create_dir_all(&state).unwrap();
+    let env = [
+        ("MURMUR_CONTAINMENT", "namespaces".to_owned()),
+        ("MURMUR_HARNESS_WRITABLE", state.display().to_string()),
+    ];
+    let run = Launch::start_env(&home, &manifest, &[], &env);
+    let Some(screen) = Screen::start(&home, &[], (120, 40), &[]) else {
+        return;
+    };
+    screen.until("the capsule", |s| {
+        s.contains("1 running") && s.contains("@1")
+    });
+    let done = run.send("@run curl -s -m 5 http://unlisted.example/", false);
+    let task = done["result"]["task"]["id"].as_str().unwrap().to_owned();
+    let shown = screen.until("the refusal", |s| {
+        s.contains("egress refused unlisted.example:80")
+    });
+    let alert = line_of(&shown, "egress refused");
+    assert!(alert.contains(&short(&task)), "{alert}");
+    // Marked red (tmux writes red as 38;5;1).
+    let marked = screen.read(true);
+    let line = marked
+        .lines()
+        .find(|l| l.contains("egress refused"))
+        .unwrap_or("");
+    assert!(
+        line.contains("\x1b[31m") || line.contains("\x1b[38;5;1m"),
+        "not red: {line:?}"
+    );
+    // `t` opens the session's trace as `mur trace show` renders it; q closes it.
+    screen.keys(&["t"]);
+    screen.until("the trace", |s| {
+        s.contains(&format!("trace of {}", run.session)) && s.contains("── Session")
+    });
+    screen.keys(&["q"]);
+    screen.until("the board again", |s| !s.contains("── Session"));
+    screen.keys(&["q"]);
+    drop(run);
+    assert_nothing_left(&home, LONG);
+}
