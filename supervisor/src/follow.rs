@@ -6,7 +6,7 @@
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
-use notify::{RecursiveMode, Watcher};
+use notify::{EventKind, RecursiveMode, Watcher};
 use serde_json::Value;
 
 /// What one read takes at most; the rest is read on the next call.
@@ -114,7 +114,12 @@ pub struct Folders {
 impl Folders {
     pub fn new(changed: impl Fn(&Path) + Send + 'static) -> notify::Result<Self> {
         let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-            if let Ok(event) = event {
+            // Opening and reading a file is an event too (Access): the reader's own reads must
+            // not wake it, or it would read for ever.
+            if let Some(event) = event
+                .ok()
+                .filter(|e| !matches!(e.kind, EventKind::Access(_)))
+            {
                 event.paths.iter().for_each(|p| changed(p));
             }
         })?;
@@ -170,6 +175,25 @@ mod tests {
         assert_eq!(all.read_new().len(), 3);
         let mut at_a_line = JsonLines::from_last(&path, 8);
         assert_eq!(at_a_line.read_new(), vec![serde_json::json!({"a": 3})]);
+    }
+
+    #[test]
+    fn reading_a_watched_file_is_not_a_change() {
+        let path = temp("read");
+        std::fs::write(&path, "{}\n").unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let mut folders = Folders::new(move |p| {
+            let _ = tx.send(p.to_path_buf());
+        })
+        .unwrap();
+        folders.add(path.parent().unwrap()).unwrap();
+        let mut lines = JsonLines::from_last(&path, 1 << 20);
+        assert_eq!(lines.read_new().len(), 1);
+        let _ = std::fs::read_to_string(&path).unwrap();
+        // A write after the reads is the first thing told.
+        std::fs::write(path.with_extension("other"), "x").unwrap();
+        let told = rx.recv_timeout(std::time::Duration::from_secs(10)).unwrap();
+        assert_eq!(told, path.with_extension("other"));
     }
 
     #[test]

@@ -18,7 +18,7 @@ use crate::records;
 use crate::stopping::{self, Said};
 
 /// The shortest time between two frames.
-const FRAME: Duration = Duration::from_millis(50);
+const FRAME: Duration = Duration::from_millis(100);
 /// How many updates may wait for the loop; a stream that gets ahead waits for it.
 const UPDATES: usize = 1024;
 
