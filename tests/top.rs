@@ -536,3 +536,76 @@ fn an_egress_refusal_is_shown_as_it_happens_and_the_trace_opens() {
     drop(run);
     assert_nothing_left(&home, LONG);
 }
+
+#[test]
+fn a_sub_capsule_is_drawn_under_its_parent_with_its_delegation_in_flight() {
+    let home = Home::new();
+    home.write(
+        "d/child.yaml",
+        &Fixture {
+            name: "child",
+            ..Fixture::default()
+        }
+        .yaml(),
+    );
+    let parent = home.write(
+        "d/parent.yaml",
+        &format!(
+            "{}capabilities:\n  delegate:\n    allow: [child.yaml]\n",
+            Fixture {
+                name: "parent",
+                ..Fixture::default()
+            }
+            .yaml()
+        ),
+    );
+    let run = Launch::start(&home, &parent, &[]);
+    let task = run.start_task("@delegate child @sleep 60");
+    let delegated = || {
+        home.trace(&run.session)
+            .into_iter()
+            .find(|e| e["event_type"] == "delegation_start")
+    };
+    assert!(wait_until(LONG, || delegated().is_some()));
+    let start = delegated().unwrap();
+    let child = start["child_session_id"].as_str().unwrap().to_owned();
+    let mut once = String::new();
+    assert!(
+        wait_until(LONG, || {
+            once = home.run(&["top", "--once"]).1;
+            once.contains("↳ child 0.1.0")
+        }),
+        "{once}"
+    );
+    let lines: Vec<&str> = once.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.contains("parent 0.1.0"))
+        .unwrap();
+    assert!(
+        lines[at + 1].contains("↳ child 0.1.0") && lines[at + 1].contains(&child),
+        "{once}"
+    );
+    let expected = format!(
+        "parent {} → child ({})",
+        short(&task),
+        start["delegation_id"].as_str().unwrap()
+    );
+    assert!(
+        once.contains(&format!("── Delegations ──\n{expected}\n")),
+        "{once}"
+    );
+    // The parent's address shows it with its sub-capsule; the sub-capsule's, itself alone.
+    let (_, both, _) = home.run(&["top", "--once", &run.session]);
+    assert!(
+        both.contains("↳ child 0.1.0") && both.contains("parent 0.1.0"),
+        "{both}"
+    );
+    let (_, alone, _) = home.run(&["top", "--once", &child]);
+    assert!(
+        alone.contains("↳ child 0.1.0") && !alone.contains("parent 0.1.0"),
+        "{alone}"
+    );
+    drop(run);
+    assert_nothing_left(&home, LONG);
+}

@@ -175,3 +175,23 @@ fn a_session_keeps_at_most_its_newest_tasks_and_live_ones_first() {
     assert_eq!(tasks.len(), TASKS_KEPT);
     assert!(tasks.iter().any(|t| t.id == "tsk_live"));
 }
+
+#[test]
+fn a_model_call_adds_its_tokens_and_its_turn() {
+    let mut b = board();
+    for (turn, i, o) in [(1, 120, 30), (2, 200, 45)] {
+        b.apply_trace(
+            "ses_a",
+            &json!({"event_type": "inference", "task_id": "tsk_h", "turn": turn,
+            "input_tokens": i, "output_tokens": o}),
+        );
+    }
+    let t = &b.session("ses_a").unwrap().tasks[0];
+    assert_eq!((t.tokens, t.turns), (Some((320, 75)), 2));
+    b.apply_trace(
+        "ses_a",
+        &json!({"event_type": "task_end", "task_id": "tsk_h", "status": "failed", "turns": 3}),
+    );
+    let t = &b.session("ses_a").unwrap().tasks[0];
+    assert_eq!((t.state, t.turns), (TaskState::Failed, 3));
+}
