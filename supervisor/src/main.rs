@@ -347,7 +347,9 @@ fn capsule_main() -> i32 {
 }
 
 /// The supervisor's house has one-way doors (DESIGN §2): commands → formation / delegation /
-/// render → client → records / tokens. Read from the sources, so a new file is held to it too.
+/// render / top → what they share (stopping, trace text, the listing, file following) →
+/// client → records / tokens / process start. Read from the sources, so a new file is held to
+/// it too.
 #[cfg(test)]
 mod layering {
     use std::path::{Path, PathBuf};
@@ -368,69 +370,63 @@ mod layering {
         out
     }
 
+    /// The supervisor's floors, top first: a module may import its own floor and those below,
+    /// never one above. Every module of `src/` is on one floor.
+    const FLOORS: [&[&str]; 5] = [
+        &["commands"],
+        &["top", "formation", "delegation", "render"],
+        &["stopping", "trace", "listing", "follow"],
+        &["client"],
+        &["records", "tokens", "launch", "error"],
+    ];
+
     #[test]
     fn nothing_imports_what_is_above_it() {
         let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-        let rules: [(&str, &[&str]); 9] = [
-            ("formation", &["commands", "top"]),
-            ("delegation", &["commands", "top"]),
-            ("render", &["commands", "top"]),
-            ("top", &["commands"]),
-            ("stopping.rs", &["commands", "top"]),
-            ("trace", &["commands", "top", "stopping", "client"]),
-            (
-                "client.rs",
-                &[
-                    "commands",
-                    "formation",
-                    "delegation",
-                    "render",
-                    "top",
-                    "stopping",
-                ],
-            ),
-            (
-                "records.rs",
-                &[
-                    "commands",
-                    "formation",
-                    "delegation",
-                    "render",
-                    "top",
-                    "stopping",
-                    "trace",
-                    "client",
-                ],
-            ),
-            (
-                "tokens.rs",
-                &[
-                    "commands",
-                    "formation",
-                    "delegation",
-                    "render",
-                    "top",
-                    "stopping",
-                    "trace",
-                    "client",
-                ],
-            ),
-        ];
         let mut checked = 0;
-        for (module, above) in rules {
-            for file in sources(&src.join(module)) {
-                let text = std::fs::read_to_string(&file).unwrap_or_default();
-                checked += 1;
-                for up in above {
+        for (floor, modules) in FLOORS.iter().enumerate() {
+            let above: Vec<&str> = FLOORS[..floor]
+                .iter()
+                .flat_map(|f| f.iter().copied())
+                .collect();
+            for module in *modules {
+                let dir = src.join(module);
+                let files = if dir.is_dir() {
+                    sources(&dir)
+                } else {
+                    vec![src.join(format!("{module}.rs"))]
+                };
+                for file in files {
+                    let text = std::fs::read_to_string(&file).unwrap_or_default();
                     assert!(
-                        !text.contains(&format!("crate::{up}::"))
-                            && !text.contains(&format!("crate::{up};"))
-                            && !text.contains(&format!("crate::{up}}}")),
-                        "{} imports crate::{up}, which is above it",
+                        !text.is_empty(),
+                        "{} is not a module of src/",
                         file.display()
                     );
+                    checked += 1;
+                    for up in &above {
+                        assert!(
+                            !text.contains(&format!("crate::{up}::"))
+                                && !text.contains(&format!("crate::{up};"))
+                                && !text.contains(&format!("crate::{up}}}")),
+                            "{} imports crate::{up}, which is above it",
+                            file.display()
+                        );
+                    }
                 }
             }
+        }
+        // Every module of src/ is on a floor.
+        for entry in std::fs::read_dir(&src).into_iter().flatten().flatten() {
+            let name = entry
+                .file_name()
+                .to_string_lossy()
+                .trim_end_matches(".rs")
+                .to_owned();
+            assert!(
+                name == "main" || FLOORS.iter().any(|f| f.contains(&name.as_str())),
+                "src/{name} is on no floor of the layering test"
+            );
         }
         assert!(checked >= 10, "only {checked} files were read");
     }
