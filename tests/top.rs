@@ -525,6 +525,25 @@ fn an_egress_refusal_is_shown_as_it_happens_and_the_trace_opens() {
         line.contains("\x1b[31m") || line.contains("\x1b[38;5;1m"),
         "not red: {line:?}"
     );
+    // What a harness answers is shown, never obeyed: an escape sequence in it neither colours
+    // the screen nor retitles the window.
+    let hostile = "@echo \u{1b}]2;owned\u{7}\u{1b}[31mred";
+    let echoed = run.send(hostile, false);
+    assert_eq!(
+        echoed["result"]["task"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
+    screen.keys(&["Tab"]);
+    let shown = screen.until("the answer, escapes visible", |s| {
+        s.contains("^[]2;owned^G^[[31mred")
+    });
+    assert!(!shown.contains("owned\n"), "{shown}");
+    let title = screen
+        .tmux(&["display", "-p", "-t", "top", "#{pane_title}"])
+        .output()
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&title.stdout).contains("owned"));
+    screen.keys(&["Tab"]);
     // `t` opens the session's trace as `mur trace show` renders it; q closes it.
     screen.keys(&["t"]);
     screen.until("the trace", |s| {

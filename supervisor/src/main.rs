@@ -12,6 +12,7 @@ mod listing;
 mod records;
 mod render;
 mod stopping;
+mod terminal;
 mod tokens;
 mod top;
 mod trace;
@@ -375,7 +376,7 @@ mod layering {
     const FLOORS: [&[&str]; 5] = [
         &["commands"],
         &["top", "formation", "delegation", "render"],
-        &["stopping", "trace", "listing", "follow"],
+        &["stopping", "trace", "listing", "follow", "terminal"],
         &["client"],
         &["records", "tokens", "launch", "error"],
     ];

@@ -4,11 +4,12 @@
 use std::io::IsTerminal;
 
 use crate::error::CliResult;
+use crate::terminal;
 use crate::top;
 
 pub async fn run(address: Option<&str>, once: bool) -> CliResult<i32> {
     if once || !std::io::stdout().is_terminal() {
-        super::emit(&top::snapshot(address).await?);
+        super::emit(&terminal::shown(&top::snapshot(address).await?));
         return Ok(0);
     }
     // https://no-color.org: set and not empty.

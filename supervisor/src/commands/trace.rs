@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{CliError, CliResult, Code};
 use crate::records;
+use crate::terminal;
 use crate::trace;
 
 fn trace_path(address: Option<&str>, workdir: &Path) -> CliResult<PathBuf> {
@@ -49,7 +50,7 @@ pub fn run(address: Option<&str>, workdir: Option<&Path>, formation: bool) -> Cl
     let cwd = cwd.canonicalize().unwrap_or(cwd);
     let path = trace_path(address, &cwd)?;
     if formation {
-        super::emit(&trace::formation::view(&path)?);
+        super::emit(&terminal::shown(&trace::formation::view(&path)?));
         return Ok(0);
     }
     let text = std::fs::read_to_string(&path).map_err(|e| {
@@ -59,6 +60,6 @@ pub fn run(address: Option<&str>, workdir: Option<&Path>, formation: bool) -> Cl
             "check the path",
         )
     })?;
-    super::emit(&trace::render(&trace::parse(&text)));
+    super::emit(&terminal::shown(&trace::render(&trace::parse(&text))));
     Ok(0)
 }

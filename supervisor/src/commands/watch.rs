@@ -11,6 +11,7 @@ use crate::client;
 use crate::error::{CliError, CliResult, Code};
 use crate::follow;
 use crate::records;
+use crate::terminal;
 
 const STREAM_URI: &str = capsule::door::STREAM_URI;
 
@@ -106,11 +107,8 @@ async fn follow_refusals(trace: std::path::PathBuf) {
             if v["event_type"] == "egress_denied" {
                 let task = v["task_id"].as_str().unwrap_or("");
                 let short = task.get(..12).unwrap_or(task);
-                println!(
-                    "{short}  egress refused  {}:{}",
-                    v["host"].as_str().unwrap_or(""),
-                    v["port"]
-                );
+                let host = terminal::shown(v["host"].as_str().unwrap_or("")).into_owned();
+                println!("{short}  egress refused  {host}:{}", v["port"]);
             }
         }
     }
@@ -165,7 +163,7 @@ pub async fn run(address: Option<&str>, url: Option<&str>) -> CliResult<i32> {
                 Some(r) => describe(r),
                 None => format!("error: {}", v["error"]),
             };
-            println!("{line}");
+            println!("{}", terminal::shown(&line));
         }
     }
     Ok(0)

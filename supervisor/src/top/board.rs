@@ -411,7 +411,7 @@ impl Board {
                 } else {
                     task
                 },
-                what,
+                what: cut(&what),
             });
             while self.alerts.len() > ALERTS_KEPT {
                 self.alerts.pop_front();
@@ -532,8 +532,9 @@ fn one_line(text: &str) -> String {
         .unwrap_or(""))
 }
 
+/// A line as the screen may show it: shown, never obeyed (`terminal::shown`), and cut.
 fn cut(line: &str) -> String {
-    let line = line.replace('\t', "    ");
+    let line = crate::terminal::shown(&line.replace('\t', "    ")).into_owned();
     match line.char_indices().nth(LINE_CHARS) {
         Some((at, _)) => format!("{}…", &line[..at]),
         None => line,

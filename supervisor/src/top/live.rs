@@ -126,7 +126,7 @@ fn act(action: Action, view: &mut View, tx: &mpsc::Sender<Update>) {
             view.say(vec![format!("cancel {task} …")]);
             tokio::spawn(async move {
                 let lines = match stopping::cancel(&rec, &task).await {
-                    Ok(lines) => lines,
+                    Ok(lines) => shown(lines),
                     Err(e) => vec![format!("cancel failed: {}", e.message())],
                 };
                 let _ = tx.send(Update::Said(lines)).await;
@@ -143,7 +143,7 @@ fn act(action: Action, view: &mut View, tx: &mpsc::Sender<Update>) {
                 if let Err(e) = stopped {
                     lines.push(format!("stop failed: {}", e.message()));
                 }
-                let _ = tx.send(Update::Said(lines)).await;
+                let _ = tx.send(Update::Said(shown(lines))).await;
             });
         }
         Action::OpenTrace(rec) => {
@@ -151,7 +151,7 @@ fn act(action: Action, view: &mut View, tx: &mpsc::Sender<Update>) {
             let lines = match std::fs::read_to_string(&path) {
                 Ok(text) => crate::trace::render(&crate::trace::parse(&text))
                     .lines()
-                    .map(str::to_owned)
+                    .map(|l| crate::terminal::shown(l).into_owned())
                     .collect(),
                 Err(e) => vec![format!("cannot read {}: {e}", path.display())],
             };
@@ -163,6 +163,14 @@ fn act(action: Action, view: &mut View, tx: &mpsc::Sender<Update>) {
         }
         Action::Quit => {}
     }
+}
+
+/// An action's lines as the screen may show them (a residue item names a command a harness ran).
+fn shown(lines: Vec<String>) -> Vec<String> {
+    lines
+        .into_iter()
+        .map(|l| crate::terminal::shown(&l).into_owned())
+        .collect()
 }
 
 /// The keyboard, read on a thread of its own (crossterm reads block) and handed to the loop.
