@@ -199,11 +199,12 @@ fn check_deployment(d: &Value, object: &str) {
     assert_eq!(pod["automountServiceAccountToken"], false);
     let c = &pod["containers"][0];
     assert_eq!(c["args"], json!(["capsule", "--listen", "0.0.0.0:8080"]));
-    assert_eq!(c["ports"][0]["containerPort"], 8080);
+    // No containerPort: podman would publish it on its host (docs/kubernetes.md).
+    assert_eq!(c.get("ports"), None);
     for probe in ["readinessProbe", "livenessProbe"] {
         assert_eq!(
             c[probe]["httpGet"],
-            json!({"path": "/.well-known/agent-card.json", "port": "door",
+            json!({"path": "/.well-known/agent-card.json", "port": 8080,
                    "httpHeaders": [{"name": "Host", "value": "localhost:8080"}]})
         );
     }
@@ -245,9 +246,19 @@ fn check_deployment(d: &Value, object: &str) {
         .find(|v| v["name"] == "wiring")
         .unwrap();
     assert_eq!(
-        wiring["secret"]["items"],
-        json!([{"key": "wiring.json", "path": "wiring.json"}])
+        wiring["secret"],
+        json!({"secretName": object, "items": [{"key": "wiring.json", "path": "wiring.json"}],
+               "defaultMode": 0o400, "optional": false})
     );
+    // podman makes an emptyDir a volume of its host, by name: each member names its own.
+    let names: Vec<&str> = pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
+    let (state, tmp) = (format!("{object}-state"), format!("{object}-tmp"));
+    assert_eq!(names, ["config", "wiring", &state, &tmp]);
 }
 
 // ---- NetworkPolicies ----
@@ -265,11 +276,14 @@ fn check_edges(
     let deployment = |m: &str| named(objects, "Deployment", &format!("{formation}-{m}"));
     let pod = |m: &str| member_pod(deployment(m));
     // A policy's port is the pod's own (a Service's port is translated to it before policies
-    // apply): the container's door port, which the Service targets by name.
+    // apply): the port the container's door listens on, which the Service targets.
     let port = |m: &str| {
-        deployment(m)["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"]
-            .as_u64()
-            .unwrap()
+        let listen = &deployment(m)["spec"]["template"]["spec"]["containers"][0]["args"][2];
+        let listen = listen.as_str().unwrap();
+        listen
+            .strip_prefix("0.0.0.0:")
+            .and_then(|p| p.parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("{m} listens on {listen}"))
     };
     for m in calls.keys() {
         let service = named(objects, "Service", &format!("{formation}-{m}"));
@@ -280,12 +294,7 @@ fn check_edges(
             ),
             "{formation}: the Service of {m} selects its pod"
         );
-        assert_eq!(service["spec"]["ports"][0]["targetPort"], "door", "{m}");
-        assert_eq!(
-            deployment(m)["spec"]["template"]["spec"]["containers"][0]["ports"][0]["name"],
-            "door",
-            "{m}"
-        );
+        assert_eq!(service["spec"]["ports"][0]["targetPort"], port(m), "{m}");
     }
     let mut table = Vec::new();
     for (a, callees) in calls {
@@ -446,6 +455,18 @@ fn as_yaml(objects: &[Value]) -> String {
 
 // ---- Tokens ----
 
+/// A Secret's `data` value, decoded: the render writes base64 `data` (podman reads no
+/// `stringData`).
+fn secret_value(secret: &Value, key: &str) -> String {
+    use base64::Engine;
+    assert_eq!(secret.get("stringData"), None, "{secret}");
+    let encoded = secret["data"][key].as_str().unwrap();
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(encoded)
+        .unwrap();
+    String::from_utf8(bytes).unwrap()
+}
+
 /// `member -> credential -> token`, from the Secrets' `tokens` lines.
 fn secret_tokens(objects: &[Value]) -> BTreeMap<String, BTreeMap<String, String>> {
     of_kind(objects, "Secret")
@@ -455,7 +476,7 @@ fn secret_tokens(objects: &[Value]) -> BTreeMap<String, BTreeMap<String, String>
                 .as_str()
                 .unwrap()
                 .to_owned();
-            let lines = s["stringData"]["tokens"].as_str().unwrap();
+            let lines = secret_value(s, "tokens");
             let tokens = lines
                 .lines()
                 .map(|l| {
@@ -493,7 +514,7 @@ fn tokens_live_in_secrets_only_and_each_door_holds_its_own_digests() {
     }
     for (member, creds) in &tokens {
         let secret = named(&objects, "Secret", &format!("split-agents-{member}"));
-        assert_eq!(secret["stringData"]["operator"], creds["operator"].as_str());
+        assert_eq!(secret_value(secret, "operator"), creds["operator"]);
         let config_map = named(&objects, "ConfigMap", &format!("split-agents-{member}"));
         let config: Value =
             serde_json::from_str(config_map["data"]["capsule.json"].as_str().unwrap()).unwrap();
@@ -514,8 +535,7 @@ fn tokens_live_in_secrets_only_and_each_door_holds_its_own_digests() {
             .collect();
         assert_eq!(digests, expected, "{member}'s door holds its own digests");
         // The wiring a member presents to a callee is that callee's member:<self> token.
-        let wiring: Value =
-            serde_json::from_str(secret["stringData"]["wiring.json"].as_str().unwrap()).unwrap();
+        let wiring: Value = serde_json::from_str(&secret_value(secret, "wiring.json")).unwrap();
         for (callee, c) in wiring["callees"].as_object().unwrap() {
             assert_eq!(
                 c["url"],
@@ -649,25 +669,18 @@ fn out_writes_a_file_per_member_and_secrets_from_reuses_their_tokens() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(secret_tokens(&documents(&again)), secret_tokens(&first));
 
-    // kubectl's form: a List of Secrets with base64 data.
-    use base64::Engine;
+    // kubectl's form, a List, of Secrets written by hand with `stringData` (the rendered
+    // files above hold base64 `data`, as `kubectl get secret -o yaml` prints it).
     let items: Vec<Value> = of_kind(&first, "Secret")
         .into_iter()
         .map(|s| {
-            let data: serde_json::Map<String, Value> =
-                s["stringData"]
-                    .as_object()
-                    .unwrap()
-                    .iter()
-                    .map(|(k, v)| {
-                        (
-                            k.clone(),
-                            json!(base64::engine::general_purpose::STANDARD
-                                .encode(v.as_str().unwrap())),
-                        )
-                    })
-                    .collect();
-            json!({"apiVersion": "v1", "kind": "Secret", "metadata": s["metadata"], "data": data})
+            let plain: serde_json::Map<String, Value> = s["data"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .map(|k| (k.clone(), json!(secret_value(s, k))))
+                .collect();
+            json!({"apiVersion": "v1", "kind": "Secret", "metadata": s["metadata"], "stringData": plain})
         })
         .collect();
     let list = home.write(
@@ -765,14 +778,21 @@ fn refusals_name_what_was_wrong() {
         refused(&home, &["render", "--target", "kubernetes", split, "--secrets-from", partial.to_str().unwrap()]),
         format!("error[E-RND-003]: member left: {} holds no Secret for it (labels murmur.dev/formation=split, murmur.dev/member=left)\n  hint: pass the output of an earlier `mur render` of this formation, or `kubectl get secret -l murmur.dev/formation=NAME -o yaml`; leave out --secrets-from to mint fresh tokens\n", partial.display())
     );
-    let right = std::fs::read_to_string(earlier.join("member-right.yaml")).unwrap();
-    let without: String = right
+    let mut right = documents(&std::fs::read_to_string(earlier.join("member-right.yaml")).unwrap());
+    let secret = right.iter_mut().find(|o| o["kind"] == "Secret").unwrap();
+    let tokens = secret_value(secret, "tokens");
+    let without: String = tokens
         .lines()
-        .filter(|l| !l.trim_start().starts_with("member:lead "))
+        .filter(|l| !l.starts_with("member:lead "))
         .map(|l| format!("{l}\n"))
         .collect();
-    assert_ne!(without, right, "the right member's Secret held member:lead");
-    std::fs::write(earlier.join("member-right.yaml"), without).unwrap();
+    assert_ne!(
+        without, tokens,
+        "the right member's Secret held member:lead"
+    );
+    use base64::Engine;
+    secret["data"]["tokens"] = json!(base64::engine::general_purpose::STANDARD.encode(without));
+    std::fs::write(earlier.join("member-right.yaml"), as_yaml(&right)).unwrap();
     let says = refused(
         &home,
         &[
@@ -921,7 +941,16 @@ fn refusals_name_what_was_wrong() {
     );
     assert_eq!(
         refused(&home, &["render", "--target", "kubernetes", long.to_str().unwrap()]),
-        format!("error[E-RND-002]: member {m}: \"long-{m}\" cannot name a Kubernetes Service\n  hint: name the formation and its members with letters, digits, '-' and '_', starting with a letter, together at most 62 characters\n", m = "m".repeat(60))
+        format!("error[E-RND-002]: member {m}: \"long-{m}\" cannot name a Kubernetes Service\n  hint: name the formation and its members with letters, digits, '-' and '_', starting with a letter, together at most 56 characters\n", m = "m".repeat(60))
+    );
+    // Its Service could take 57 characters, but `<object>-state` names its pod's volume.
+    let long = home.write(
+        "longer/formation.yaml",
+        &format!("formation:\n  name: long\n  version: \"0.1.0\"\n  entry: {m}\n  members:\n    {m}:\n      manifest: ../deleg/child.yaml\n", m = "m".repeat(53)),
+    );
+    assert_eq!(
+        refused(&home, &["render", "--target", "kubernetes", long.to_str().unwrap()]),
+        format!("error[E-RND-002]: member {m}: \"long-{m}\" is too long to name its pod's volumes (long-{m}-state is longer than 63 characters)\n  hint: name the formation and its members with letters, digits, '-' and '_', starting with a letter, together at most 56 characters\n", m = "m".repeat(53))
     );
     let clash = home.write(
         "clash/formation.yaml",

@@ -56,7 +56,7 @@ pub fn start_container(home: &Home, objects: &[Value], object: &str) -> Containe
         if let Some(s) = volume.get("secret") {
             for item in s["items"].as_array().unwrap() {
                 let key = item["key"].as_str().unwrap();
-                let text = secret["stringData"][key].as_str().unwrap();
+                let text = super::secret_value(secret, key);
                 std::fs::write(dir.join(item["path"].as_str().unwrap()), text).unwrap();
             }
         }

@@ -12,6 +12,10 @@ use crate::formation::Plan;
 /// pod, so they can all share it.
 pub const DEFAULT_PORT: u16 = 8080;
 
+/// The longest `<formation>-<member>`: its pod's volumes are named `<formation>-<member>-state`
+/// (render::objects), which must be a DNS label too.
+const MAX_OBJECT: usize = 63 - super::objects::Volume::LONGEST_SUFFIX;
+
 /// `<formation>-default-deny` names the formation's own NetworkPolicy, so no member may.
 pub const DEFAULT_DENY: &str = "default-deny";
 
@@ -76,11 +80,22 @@ impl Layout {
         for m in &plan.members {
             let label = spelled(&m.name);
             let object = format!("{formation_label}-{label}");
+            let hint = format!("name the formation and its members with letters, digits, '-' and '_', starting with a letter, together at most {} characters", MAX_OBJECT - 1);
             if !is_dns_label(&object) || !object.starts_with(|c: char| c.is_ascii_lowercase()) {
                 return Err(CliError::new(
                     Code::RenderRefused,
-                    format!("member {}: {object:?} cannot name a Kubernetes Service", m.name),
-                    "name the formation and its members with letters, digits, '-' and '_', starting with a letter, together at most 62 characters",
+                    format!(
+                        "member {}: {object:?} cannot name a Kubernetes Service",
+                        m.name
+                    ),
+                    hint,
+                ));
+            }
+            if object.len() > MAX_OBJECT {
+                return Err(CliError::new(
+                    Code::RenderRefused,
+                    format!("member {}: {object:?} is too long to name its pod's volumes ({object}-state is longer than 63 characters)", m.name),
+                    hint,
                 ));
             }
             if let Some((_, what)) = RESERVED.iter().find(|(name, _)| *name == label) {

@@ -141,24 +141,55 @@ pub fn deployment(layout: &Layout, i: usize, image: &str) -> Value {
                         "seccompProfile": { "type": "RuntimeDefault" },
                     },
                     "containers": [container(placed.port, &placed.object, &layout.formation, image)],
-                    "volumes": [
-                        { "name": "config", "configMap": { "name": placed.object } },
-                        {
-                            "name": "wiring",
-                            "secret": {
-                                "secretName": placed.object,
-                                // Only the wiring: the door's own tokens stay in the Secret.
-                                "items": [{ "key": WIRING_KEY, "path": WIRING_KEY }],
-                                "defaultMode": 0o400,
-                            },
-                        },
-                        { "name": "state", "emptyDir": {} },
-                        { "name": "tmp", "emptyDir": {} },
-                    ],
+                    "volumes": volumes(&placed.object),
                 },
             },
         },
     })
+}
+
+/// The pod's volumes. Every optional field is written out (`podman kube play` 4.3 crashes on a
+/// secret volume without `optional`), and the emptyDirs are named after the member, since podman
+/// makes each emptyDir a named volume of the host: `state` would be every member's.
+fn volumes(object: &str) -> Value {
+    json!([
+        { "name": "config", "configMap": { "name": object, "optional": false } },
+        {
+            "name": "wiring",
+            "secret": {
+                "secretName": object,
+                // Only the wiring: the door's own tokens stay in the Secret.
+                "items": [{ "key": WIRING_KEY, "path": WIRING_KEY }],
+                "defaultMode": 0o400,
+                "optional": false,
+            },
+        },
+        { "name": Volume::State.name(object), "emptyDir": {} },
+        { "name": Volume::Tmp.name(object), "emptyDir": {} },
+    ])
+}
+
+/// The member's emptyDirs.
+#[derive(Clone, Copy)]
+pub enum Volume {
+    /// [`STATE_DIR`].
+    State,
+    /// `/tmp`.
+    Tmp,
+}
+
+impl Volume {
+    /// The longest suffix a member's object name takes in a volume name.
+    pub const LONGEST_SUFFIX: usize = "-state".len();
+
+    /// `<object>-state`, `<object>-tmp`: a DNS label when `object` is at most 63 minus
+    /// [`Volume::LONGEST_SUFFIX`] characters (render::names refuses longer ones).
+    pub fn name(self, object: &str) -> String {
+        match self {
+            Volume::State => format!("{object}-state"),
+            Volume::Tmp => format!("{object}-tmp"),
+        }
+    }
 }
 
 /// A probe on the agent card, which every door serves without a token. The kubelet would name
@@ -168,7 +199,7 @@ fn probe(port: u16, period: u32, failures: u32) -> Value {
     json!({
         "httpGet": {
             "path": CARD_PATH,
-            "port": "door",
+            "port": port,
             "httpHeaders": [{ "name": "Host", "value": format!("localhost:{port}") }],
         },
         "periodSeconds": period,
@@ -196,7 +227,9 @@ fn container(port: u16, object: &str, formation: &str, image: &str) -> Value {
         "envFrom": [{
             "secretRef": { "name": format!("{formation}-{ENV_SECRET}"), "optional": true },
         }],
-        "ports": [{ "name": "door", "containerPort": port, "protocol": "TCP" }],
+        // No `ports`: a containerPort is only a note to a cluster, but `podman kube play` 4.3
+        // publishes each on the host, where every member's 8080 would collide. The probes and
+        // the Service name the port by number.
         "readinessProbe": probe(port, 5, 3),
         "livenessProbe": probe(port, 20, 6),
         // Bounded on every resource a pod can take from its node: a harness that loops, or
@@ -215,8 +248,8 @@ fn container(port: u16, object: &str, formation: &str, image: &str) -> Value {
         "volumeMounts": [
             { "name": "config", "mountPath": CONFIG_DIR, "readOnly": true },
             { "name": "wiring", "mountPath": SECRET_DIR, "readOnly": true },
-            { "name": "state", "mountPath": STATE_DIR },
-            { "name": "tmp", "mountPath": "/tmp" },
+            { "name": Volume::State.name(object), "mountPath": STATE_DIR },
+            { "name": Volume::Tmp.name(object), "mountPath": "/tmp" },
         ],
     })
 }
@@ -237,7 +270,7 @@ pub fn service(layout: &Layout, i: usize) -> Value {
             "ports": [{
                 "name": "door",
                 "port": placed.port,
-                "targetPort": "door",
+                "targetPort": placed.port,
                 "protocol": "TCP",
             }],
         },

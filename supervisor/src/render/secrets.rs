@@ -167,9 +167,9 @@ pub fn secret(layout: &Layout, i: usize, minted: &[Minted], wiring: &Wiring) -> 
     let lines = crate::tokens::to_lines(minted);
     let mut data = Map::new();
     if let Some(op) = minted.iter().find(|m| m.credential == OPERATOR) {
-        data.insert(OPERATOR_KEY.into(), json!(op.token));
+        data.insert(OPERATOR_KEY.into(), encoded(&op.token));
     }
-    data.insert(TOKENS_KEY.into(), json!(lines));
+    data.insert(TOKENS_KEY.into(), encoded(&lines));
     let wiring = serde_json::to_string(wiring).map_err(|e| {
         CliError::new(
             Code::RenderOutput,
@@ -177,7 +177,7 @@ pub fn secret(layout: &Layout, i: usize, minted: &[Minted], wiring: &Wiring) -> 
             "report this bug",
         )
     })?;
-    data.insert(WIRING_KEY.into(), json!(wiring));
+    data.insert(WIRING_KEY.into(), encoded(&wiring));
     Ok(json!({
         "apiVersion": "v1",
         "kind": "Secret",
@@ -187,6 +187,13 @@ pub fn secret(layout: &Layout, i: usize, minted: &[Minted], wiring: &Wiring) -> 
             "labels": labels,
         },
         "type": "Opaque",
-        "stringData": data,
+        // `data`, base64, and not `stringData`: a cluster takes both, but `podman kube play`
+        // reads only `data` (docs/kubernetes.md, "Playing it with podman").
+        "data": data,
     }))
+}
+
+/// A Secret's `data` value: the text in base64.
+fn encoded(text: &str) -> Value {
+    json!(STANDARD.encode(text))
 }
