@@ -158,7 +158,8 @@ fn volumes(object: &str) -> Value {
             "name": "wiring",
             "secret": {
                 "secretName": object,
-                // Only the wiring: the door's own tokens stay in the Secret.
+                // Only the wiring: the door's own tokens stay in the Secret. (podman 4.3
+                // ignores `items` and mounts them all: docs/kubernetes.md says so.)
                 "items": [{ "key": WIRING_KEY, "path": WIRING_KEY }],
                 "defaultMode": 0o400,
                 "optional": false,

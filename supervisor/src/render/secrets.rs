@@ -3,7 +3,8 @@
 //! `mur run` mints, by the same code) and its wiring file, which holds the `member:<self>`
 //! tokens it presents to its callees. Tokens are minted fresh at every render, unless
 //! `--secrets-from` names earlier rendered (or `kubectl get secret -o yaml`) Secrets to reuse.
-//! These objects are the only ones a token appears in; the capsule itself sees only digests.
+//! These objects are the only ones a token appears in; on a cluster the capsule itself sees
+//! only digests (podman 4.3 mounts the whole Secret into the pod: docs/kubernetes.md).
 
 use std::collections::BTreeMap;
 use std::path::Path;
