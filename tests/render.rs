@@ -159,19 +159,21 @@ fn every_shipped_formation_renders_objects_the_kubernetes_schemas_accept() {
             .unwrap()
             .to_string_lossy()
             .into_owned();
-        // The formation's default-deny, then five objects per member.
-        assert_eq!(objects.len(), 1 + 5 * calls.len(), "{name}");
+        // The formation's default-deny, then six objects per member.
+        assert_eq!(objects.len(), 1 + 6 * calls.len(), "{name}");
         assert_eq!(objects[0]["kind"], "NetworkPolicy");
         for member in calls.keys() {
             let object = format!("{name}-{member}");
-            for kind in [
-                "Secret",
-                "ConfigMap",
-                "Service",
-                "Deployment",
-                "NetworkPolicy",
+            let wiring = format!("{object}-wiring");
+            for (kind, named_as) in [
+                ("Secret", &object),
+                ("Secret", &wiring),
+                ("ConfigMap", &object),
+                ("Service", &object),
+                ("Deployment", &object),
+                ("NetworkPolicy", &object),
             ] {
-                let o = named(&objects, kind, &object);
+                let o = named(&objects, kind, named_as);
                 assert_eq!(o["metadata"]["namespace"], NAMESPACE);
                 assert_eq!(
                     o["metadata"]["labels"]["murmur.dev/formation"],
@@ -238,7 +240,8 @@ fn check_deployment(d: &Value, object: &str) {
         c["envFrom"],
         json!([{"secretRef": {"name": format!("{formation}-env"), "optional": true}}])
     );
-    // The door's own tokens never reach the pod: only the wiring is mounted.
+    // The door's own tokens never reach the pod: its Secret `<object>` is named nowhere in the
+    // pod; the one Secret mounted is the wiring's own, whole (podman ignores `items`).
     let wiring = pod["volumes"]
         .as_array()
         .unwrap()
@@ -247,8 +250,11 @@ fn check_deployment(d: &Value, object: &str) {
         .unwrap();
     assert_eq!(
         wiring["secret"],
-        json!({"secretName": object, "items": [{"key": "wiring.json", "path": "wiring.json"}],
-               "defaultMode": 0o400, "optional": false})
+        json!({"secretName": format!("{object}-wiring"), "defaultMode": 0o400, "optional": false})
+    );
+    assert_eq!(
+        secrets_named_in(pod),
+        BTreeSet::from([format!("{object}-wiring"), format!("{formation}-env")])
     );
     // podman makes an emptyDir a volume of its host, by name: each member names its own.
     let names: Vec<&str> = pod["volumes"]
@@ -259,6 +265,28 @@ fn check_deployment(d: &Value, object: &str) {
         .collect();
     let (state, tmp) = (format!("{object}-state"), format!("{object}-tmp"));
     assert_eq!(names, ["config", "wiring", &state, &tmp]);
+}
+
+/// Every Secret a pod spec names: in a volume, in `envFrom`, in an `env` value.
+fn secrets_named_in(pod: &Value) -> BTreeSet<String> {
+    let mut found = BTreeSet::new();
+    let mut add = |v: &Value| {
+        if let Some(name) = v.as_str() {
+            found.insert(name.to_owned());
+        }
+    };
+    for v in pod["volumes"].as_array().unwrap() {
+        add(&v["secret"]["secretName"]);
+    }
+    for c in pod["containers"].as_array().unwrap() {
+        for e in c["envFrom"].as_array().into_iter().flatten() {
+            add(&e["secretRef"]["name"]);
+        }
+        for e in c["env"].as_array().into_iter().flatten() {
+            add(&e["valueFrom"]["secretKeyRef"]["name"]);
+        }
+    }
+    found
 }
 
 // ---- NetworkPolicies ----
@@ -467,10 +495,12 @@ fn secret_value(secret: &Value, key: &str) -> String {
     String::from_utf8(bytes).unwrap()
 }
 
-/// `member -> credential -> token`, from the Secrets' `tokens` lines.
+/// `member -> credential -> token`, from the tokens Secrets' `tokens` lines (a wiring Secret
+/// has none).
 fn secret_tokens(objects: &[Value]) -> BTreeMap<String, BTreeMap<String, String>> {
     of_kind(objects, "Secret")
         .into_iter()
+        .filter(|s| s["data"].get("tokens").is_some())
         .map(|s| {
             let member = s["metadata"]["labels"]["murmur.dev/member"]
                 .as_str()
@@ -515,6 +545,21 @@ fn tokens_live_in_secrets_only_and_each_door_holds_its_own_digests() {
     for (member, creds) in &tokens {
         let secret = named(&objects, "Secret", &format!("split-agents-{member}"));
         assert_eq!(secret_value(secret, "operator"), creds["operator"]);
+        let keys = |s: &Value| {
+            s["data"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .cloned()
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(keys(secret), ["operator", "tokens"]);
+        let wiring_secret = named(&objects, "Secret", &format!("split-agents-{member}-wiring"));
+        assert_eq!(keys(wiring_secret), ["wiring.json"]);
+        assert_eq!(
+            wiring_secret["metadata"]["labels"].get("murmur.dev/entry"),
+            None
+        );
         let config_map = named(&objects, "ConfigMap", &format!("split-agents-{member}"));
         let config: Value =
             serde_json::from_str(config_map["data"]["capsule.json"].as_str().unwrap()).unwrap();
@@ -534,8 +579,16 @@ fn tokens_live_in_secrets_only_and_each_door_holds_its_own_digests() {
             .map(|(c, t)| (c.clone(), capsule::auth::digest_hex(t)))
             .collect();
         assert_eq!(digests, expected, "{member}'s door holds its own digests");
-        // The wiring a member presents to a callee is that callee's member:<self> token.
-        let wiring: Value = serde_json::from_str(&secret_value(secret, "wiring.json")).unwrap();
+        // The wiring a member presents to a callee is that callee's member:<self> token; its
+        // own door's tokens are not in it, and no other object its pod mounts holds one.
+        let text = secret_value(wiring_secret, "wiring.json");
+        for t in creds.values() {
+            assert!(
+                !text.contains(t.as_str()),
+                "{member}'s own token in its wiring"
+            );
+        }
+        let wiring: Value = serde_json::from_str(&text).unwrap();
         for (callee, c) in wiring["callees"].as_object().unwrap() {
             assert_eq!(
                 c["url"],
@@ -660,7 +713,7 @@ fn out_writes_a_file_per_member_and_secrets_from_reuses_their_tokens() {
         assert_eq!(mode, 0o600, "{f} holds tokens");
         first.extend(documents(&std::fs::read_to_string(f).unwrap()));
     }
-    assert_eq!(first.len(), 1 + 3 * 5);
+    assert_eq!(first.len(), 1 + 3 * 6);
     let (code, again, err) = render_kubernetes(
         &home,
         formation.to_str().unwrap(),
@@ -935,22 +988,39 @@ fn refusals_name_what_was_wrong() {
         refused(&home, &["render", "--target", "kubernetes", env.to_str().unwrap()]),
         "error[E-RND-002]: member env: \"keys-env\" is the name of the Secret of the formation's own variables\n  hint: rename the member\n"
     );
-    let long = home.write(
-        "long/formation.yaml",
-        &format!("formation:\n  name: long\n  version: \"0.1.0\"\n  entry: {m}\n  members:\n    {m}:\n      manifest: ../deleg/child.yaml\n", m = "m".repeat(60)),
+    // `<formation>-<member>-wiring`, its longest name, must be a DNS label: `<formation>-<member>`
+    // takes at most 56 characters. The longest renders, and its files pass the schemas.
+    let long = |m: usize| {
+        home.write(
+            &format!("long{m}/formation.yaml"),
+            &format!("formation:\n  name: long\n  version: \"0.1.0\"\n  entry: {m}\n  members:\n    {m}:\n      manifest: ../deleg/child.yaml\n", m = "m".repeat(m)),
+        )
+    };
+    let longest = long(51);
+    let (code, out, err) = render_kubernetes(&home, longest.to_str().unwrap(), &[]);
+    assert_eq!(code, 0, "{err}");
+    let objects = documents(&out);
+    let object = format!("long-{}", "m".repeat(51));
+    assert_eq!(object.len(), 56);
+    let wiring = named(&objects, "Secret", &format!("{object}-wiring"));
+    assert_eq!(wiring["metadata"]["name"].as_str().unwrap().len(), 63);
+    validate(&home.write("longest.yaml", &as_yaml(&objects)));
+    assert_eq!(
+        refused(&home, &["render", "--target", "kubernetes", long(52).to_str().unwrap()]),
+        format!("error[E-RND-002]: member {m}: \"long-{m}\" is too long to name its wiring Secret (long-{m}-wiring is longer than 63 characters)\n  hint: name the formation and its members with letters, digits, '-' and '_', starting with a letter, together at most 55 characters\n", m = "m".repeat(52))
     );
     assert_eq!(
-        refused(&home, &["render", "--target", "kubernetes", long.to_str().unwrap()]),
-        format!("error[E-RND-002]: member {m}: \"long-{m}\" cannot name a Kubernetes Service\n  hint: name the formation and its members with letters, digits, '-' and '_', starting with a letter, together at most 56 characters\n", m = "m".repeat(60))
+        refused(&home, &["render", "--target", "kubernetes", long(60).to_str().unwrap()]),
+        format!("error[E-RND-002]: member {m}: \"long-{m}\" cannot name a Kubernetes Service\n  hint: name the formation and its members with letters, digits, '-' and '_', starting with a letter, together at most 55 characters\n", m = "m".repeat(60))
     );
-    // Its Service could take 57 characters, but `<object>-state` names its pod's volume.
-    let long = home.write(
-        "longer/formation.yaml",
-        &format!("formation:\n  name: long\n  version: \"0.1.0\"\n  entry: {m}\n  members:\n    {m}:\n      manifest: ../deleg/child.yaml\n", m = "m".repeat(53)),
+    // A member named as another's wiring Secret (or emptyDir) would take its name.
+    let taken = home.write(
+        "taken/formation.yaml",
+        "formation:\n  name: taken\n  version: \"0.1.0\"\n  entry: lead\n  members:\n    lead:\n      manifest: ../deleg/child.yaml\n    lead_wiring:\n      manifest: ../deleg/child.yaml\n",
     );
     assert_eq!(
-        refused(&home, &["render", "--target", "kubernetes", long.to_str().unwrap()]),
-        format!("error[E-RND-002]: member {m}: \"long-{m}\" is too long to name its pod's volumes (long-{m}-state is longer than 63 characters)\n  hint: name the formation and its members with letters, digits, '-' and '_', starting with a letter, together at most 56 characters\n", m = "m".repeat(53))
+        refused(&home, &["render", "--target", "kubernetes", taken.to_str().unwrap()]),
+        "error[E-RND-002]: member lead_wiring: \"taken-lead-wiring\" is the name of member lead's wiring Secret\n  hint: rename the member\n"
     );
     let clash = home.write(
         "clash/formation.yaml",
@@ -1152,6 +1222,22 @@ fn the_containers_command_serves_the_member_from_the_rendered_files() {
     assert!(wait_until(Duration::from_secs(5), || guide.exists()));
     let guide = std::fs::read_to_string(guide).unwrap();
     assert!(guide.contains("Members you may call: back."), "{guide}");
+    // Laid out as the kubelet mounts it, the pod holds none of its own door's tokens: not in
+    // the ConfigMap, not in the wiring Secret, not in what the capsule wrote since.
+    let files = files_under(&home.root.join("container"));
+    assert!(files
+        .iter()
+        .any(|f| f.ends_with("var/run/murmur/wiring.json")));
+    for f in &files {
+        let text = String::from_utf8_lossy(&std::fs::read(f).unwrap()).into_owned();
+        for (credential, t) in &tokens["front"] {
+            assert!(
+                !text.contains(t.as_str()),
+                "front's {credential} token in {}",
+                f.display()
+            );
+        }
+    }
 
     // The pod's only murmur process dies (kill -9): nothing its harness started runs on.
     let grandchild = home.root.join("gc.pid");
@@ -1197,4 +1283,20 @@ fn the_containers_command_serves_the_member_from_the_rendered_files() {
             .map(|p| format!("{p} {}", cmdline(*p)))
             .collect::<Vec<_>>()
     );
+}
+
+/// Every file under `dir`, at any depth.
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut dirs = vec![dir.to_owned()];
+    while let Some(d) = dirs.pop() {
+        for entry in std::fs::read_dir(&d).unwrap().flatten() {
+            let path = entry.path();
+            match entry.file_type().unwrap().is_dir() {
+                true => dirs.push(path),
+                false => files.push(path),
+            }
+        }
+    }
+    files
 }

@@ -14,7 +14,7 @@ use capsule::process::containment;
 use capsule::runtime::{CapsuleConfig, CONFIG_ENV};
 use capsule::wiring::Wiring;
 
-use super::names::{Layout, ENV_SECRET};
+use super::names::{Derived, Layout, ENV_SECRET};
 use super::secrets::WIRING_KEY;
 use crate::error::{CliError, CliResult, Code};
 use crate::formation::plan::PlannedMember;
@@ -23,7 +23,8 @@ use crate::tokens::{self, Minted};
 /// Where the ConfigMap is mounted: the manifest is `/etc/murmur/manifest.yaml`, so relative
 /// paths in it resolve from `/etc/murmur`.
 pub const CONFIG_DIR: &str = "/etc/murmur";
-/// Where the wiring file from the Secret is mounted; hidden from harnesses like `run/`.
+/// Where the wiring Secret is mounted; hidden from harnesses like `run/` where namespaces can
+/// hide it (docs/kubernetes.md, "Containment in a container").
 pub const SECRET_DIR: &str = "/var/run/murmur";
 /// The member's writable state (records, trace, work folder, HOME): an emptyDir.
 pub const STATE_DIR: &str = "/var/lib/murmur";
@@ -68,7 +69,7 @@ fn encode_failed(what: &str, e: impl std::fmt::Display) -> CliError {
 }
 
 /// Member `i`'s ConfigMap: its manifest as written, its capsule config, and (for people
-/// reading it; the capsule reads the Secret's wiring file) its callees' URLs.
+/// reading it; the capsule reads the wiring Secret's file) its callees' URLs.
 pub fn config_map(
     layout: &Layout,
     i: usize,
@@ -149,48 +150,25 @@ pub fn deployment(layout: &Layout, i: usize, image: &str) -> Value {
 }
 
 /// The pod's volumes. Every optional field is written out (`podman kube play` 4.3 crashes on a
-/// secret volume without `optional`), and the emptyDirs are named after the member, since podman
-/// makes each emptyDir a named volume of the host: `state` would be every member's.
+/// secret volume without `optional`), and every volume podman makes a named volume of its host
+/// from is named after the member (render::names, [`Derived`]): an emptyDir by its own name,
+/// the ConfigMap and the Secret by theirs.
 fn volumes(object: &str) -> Value {
     json!([
         { "name": "config", "configMap": { "name": object, "optional": false } },
         {
             "name": "wiring",
             "secret": {
-                "secretName": object,
-                // Only the wiring: the door's own tokens stay in the Secret. (podman 4.3
-                // ignores `items` and mounts them all: docs/kubernetes.md says so.)
-                "items": [{ "key": WIRING_KEY, "path": WIRING_KEY }],
+                // The wiring's own Secret, whole: the door's tokens are in `<object>`, which no
+                // pod mounts. No `items` (podman 4.3 ignores them; one key needs none).
+                "secretName": Derived::Wiring.of(object),
                 "defaultMode": 0o400,
                 "optional": false,
             },
         },
-        { "name": Volume::State.name(object), "emptyDir": {} },
-        { "name": Volume::Tmp.name(object), "emptyDir": {} },
+        { "name": Derived::State.of(object), "emptyDir": {} },
+        { "name": Derived::Tmp.of(object), "emptyDir": {} },
     ])
-}
-
-/// The member's emptyDirs.
-#[derive(Clone, Copy)]
-pub enum Volume {
-    /// [`STATE_DIR`].
-    State,
-    /// `/tmp`.
-    Tmp,
-}
-
-impl Volume {
-    /// The longest suffix a member's object name takes in a volume name.
-    pub const LONGEST_SUFFIX: usize = "-state".len();
-
-    /// `<object>-state`, `<object>-tmp`: a DNS label when `object` is at most 63 minus
-    /// [`Volume::LONGEST_SUFFIX`] characters (render::names refuses longer ones).
-    pub fn name(self, object: &str) -> String {
-        match self {
-            Volume::State => format!("{object}-state"),
-            Volume::Tmp => format!("{object}-tmp"),
-        }
-    }
 }
 
 /// A probe on the agent card, which every door serves without a token. The kubelet would name
@@ -249,8 +227,8 @@ fn container(port: u16, object: &str, formation: &str, image: &str) -> Value {
         "volumeMounts": [
             { "name": "config", "mountPath": CONFIG_DIR, "readOnly": true },
             { "name": "wiring", "mountPath": SECRET_DIR, "readOnly": true },
-            { "name": Volume::State.name(object), "mountPath": STATE_DIR },
-            { "name": Volume::Tmp.name(object), "mountPath": "/tmp" },
+            { "name": Derived::State.of(object), "mountPath": STATE_DIR },
+            { "name": Derived::Tmp.of(object), "mountPath": "/tmp" },
         ],
     })
 }
