@@ -5,228 +5,34 @@
 //! rendered, each member's file is played as written onto one podman network with an alias for
 //! its Service's DNS name, and a task sent to the lead's door comes back with both workers'
 //! answers. The files played are the files kubernetes-validate accepts: one YAML for both.
+//! Inside each played pod (podman exec), no file of its volumes holds a token of its own door:
+//! only the tokens its wiring presents to its callees are there.
 //!
 //! podman runs in a store of the test's own (its graph and run roots, network configs, locks
 //! and containers.conf under the test's folder), so the host's podman is neither seen nor
 //! touched, and a guard tears everything down — pods, volumes, Secrets, network, images — even
 //! when the test fails. podman needs root here: the test reaches the pods on their bridge.
 
+#[path = "podman/engine.rs"]
+mod engine;
 mod support;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::Value;
 
+use engine::{build_image, podman_usable, Podman, IMAGE};
 use support::{alive, cmdline, descendants, http_to, message, repo_root, wait_until, Home};
 
-const IMAGE: &str = "localhost/murmur-e2e:podman";
 /// The namespace rendered into the wiring's Service names (`split-left.default.svc...`).
 const NAMESPACE: &str = "default";
 /// The Kubernetes release the played files are validated against (as tests/render.rs does).
 const KUBERNETES: &str = "1.37.0";
-/// What the split formation's harnesses run (scripts/harness/lead.sh and worker.sh, and `env`
-/// for their shebang): copied from this host into the image with the libraries they load.
-const TOOLS: [&str; 10] = [
-    "bash", "env", "cat", "tr", "wc", "head", "basename", "mktemp", "rm", "sleep",
-];
-
-/// podman with a store of its own under `dir`.
-struct Podman {
-    dir: PathBuf,
-}
-
-impl Podman {
-    /// Writes the store's containers.conf and storage.conf.
-    fn new(dir: PathBuf) -> Podman {
-        std::fs::create_dir_all(&dir).unwrap();
-        let at = |p: &str| dir.join(p).display().to_string();
-        let storage = format!(
-            "[storage]\ndriver = \"overlay\"\ngraphroot = \"{}\"\nrunroot = \"{}\"\n",
-            at("graph"),
-            at("run")
-        );
-        // The hard limits of these hosts are below podman's default ulimits (1048576 open
-        // files), which runc then fails to set ("error setting rlimits"): the test asks for
-        // what this process may give. File locks, under tmp_dir: the shm lock segment is
-        // shared by every store on the host.
-        let containers = format!(
-            "[containers]\ndefault_ulimits = [\"nofile={n}:{n}\", \"nproc={p}:{p}\"]\n\
-             [network]\nnetwork_config_dir = \"{}\"\n\
-             [engine]\ntmp_dir = \"{}\"\nlock_type = \"file\"\n",
-            at("networks"),
-            at("tmp"),
-            n = hard_limit("Max open files").min(65536),
-            p = hard_limit("Max processes").min(4096),
-        );
-        std::fs::write(dir.join("storage.conf"), storage).unwrap();
-        std::fs::write(dir.join("containers.conf"), containers).unwrap();
-        Podman { dir }
-    }
-
-    fn cmd(&self) -> Command {
-        let mut c = Command::new("podman");
-        c.env("CONTAINERS_CONF", self.dir.join("containers.conf"))
-            .env("CONTAINERS_STORAGE_CONF", self.dir.join("storage.conf"))
-            .stdin(Stdio::null());
-        c
-    }
-
-    /// `podman ARGS`: whether it succeeded, and what it said.
-    fn run(&self, args: &[&str]) -> (bool, String) {
-        match self.cmd().args(args).output() {
-            Ok(o) => (
-                o.status.success(),
-                format!(
-                    "{}{}",
-                    String::from_utf8_lossy(&o.stdout),
-                    String::from_utf8_lossy(&o.stderr)
-                ),
-            ),
-            Err(e) => (false, format!("podman cannot be run: {e}")),
-        }
-    }
-
-    /// `podman ARGS`, which must succeed; answers its stdout.
-    fn ok(&self, args: &[&str]) -> String {
-        let out = self.cmd().args(args).output().expect("podman runs");
-        assert!(
-            out.status.success(),
-            "podman {} failed: {}{}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    fn json(&self, args: &[&str]) -> Value {
-        let out = self.ok(args);
-        serde_json::from_str(&out).unwrap_or_else(|e| panic!("podman {args:?}: {e}: {out}"))
-    }
-}
-
-/// A hard limit of this process, from /proc.
-fn hard_limit(name: &str) -> u64 {
-    let limits = std::fs::read_to_string("/proc/self/limits").unwrap();
-    let line = limits.lines().find(|l| l.starts_with(name)).unwrap();
-    let hard = line[name.len()..].split_whitespace().nth(1).unwrap();
-    hard.parse().unwrap_or(u64::MAX)
-}
-
-/// Whether podman can be driven here. Under `CI=true` it must be (scripts/setup_test_deps.py
-/// installs it); otherwise a skip says why on stderr, past the harness's capture.
-fn podman_usable() -> bool {
-    use std::os::unix::fs::MetadataExt;
-    let root = std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0);
-    let version = Command::new("podman").arg("--version").output();
-    let why = match (root, version) {
-        (true, Ok(o)) if o.status.success() => return true,
-        (false, _) => "it needs root here: the test reaches the pods on their bridge network, which rootless podman keeps from the host".to_owned(),
-        (true, _) => {
-            // Where scripts/setup_test_deps.py records why it could not install it.
-            let clients = std::env::var_os("MURMUR_INTEROP_CLIENTS")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| repo_root().join("target/interop-clients"));
-            let recorded = clients.join("podman.unavailable");
-            std::fs::read_to_string(recorded)
-                .map(|w| w.trim().to_owned())
-                .unwrap_or_else(|_| "podman is not installed".to_owned())
-        }
-    };
-    let how = "run `python3 scripts/setup_test_deps.py` as root (scripts/test.sh does): it installs podman, iptables and runc from Debian";
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("podman cannot be used, and CI=true needs it: {why}\n{how}");
-    }
-    let line = format!("\nSKIPPED: podman cannot be used: {why}\n  ({how})\n");
-    let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
-    false
-}
-
-/// Where `name` is on PATH.
-fn which(name: &str) -> PathBuf {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| panic!("{name} is not on PATH: the image is built from this host's"))
-}
-
-/// Copies `file` into `rootfs` at `to`, with every library `ldd` says it loads at its own path.
-fn copy_with_libraries(rootfs: &Path, file: &Path, to: &str) {
-    let place = |from: &Path, at: &Path| {
-        std::fs::create_dir_all(at.parent().unwrap()).unwrap();
-        std::fs::copy(from, at).unwrap_or_else(|e| panic!("copy {}: {e}", from.display()));
-    };
-    place(file, &rootfs.join(to.trim_start_matches('/')));
-    let ldd = Command::new("ldd").arg(file).output().expect("ldd runs");
-    for lib in String::from_utf8_lossy(&ldd.stdout)
-        .split_whitespace()
-        .filter(|w| w.starts_with('/'))
-    {
-        place(Path::new(lib), &rootfs.join(lib.trim_start_matches('/')));
-    }
-}
-
-/// The image the formation runs in, as the Dockerfile's `demo` target lays it out (`mur` at
-/// /usr/local/bin, the harnesses at /scripts/harness, bash), imported from a root filesystem
-/// built from this host's files: nothing is pulled.
-fn build_image(podman: &Podman, rootfs: &Path) {
-    copy_with_libraries(rootfs, Path::new(support::mur_bin()), "/usr/local/bin/mur");
-    for tool in TOOLS {
-        copy_with_libraries(rootfs, &which(tool), &format!("/usr/bin/{tool}"));
-    }
-    std::os::unix::fs::symlink("usr/bin", rootfs.join("bin")).unwrap();
-    let harness = rootfs.join("scripts/harness");
-    std::fs::create_dir_all(&harness).unwrap();
-    for script in ["lead.sh", "worker.sh"] {
-        let from = repo_root().join("scripts/harness").join(script);
-        std::fs::copy(from, harness.join(script)).unwrap();
-    }
-    std::fs::create_dir_all(rootfs.join("etc")).unwrap();
-    std::fs::write(
-        rootfs.join("etc/passwd"),
-        "root:x:0:0::/root:/bin/bash\nnonroot:x:65532:65532::/var/lib/murmur:/bin/bash\n",
-    )
-    .unwrap();
-    std::fs::create_dir_all(rootfs.join("tmp")).unwrap();
-    let mut tar = Command::new("tar")
-        .arg("-C")
-        .arg(rootfs)
-        .args(["-cf", "-", "."])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("tar runs");
-    let import = podman
-        .cmd()
-        .args([
-            "import",
-            "--change",
-            "ENTRYPOINT [\"/usr/local/bin/mur\"]",
-            "--change",
-            "ENV PATH=/usr/local/bin:/usr/bin:/bin",
-            "--change",
-            "USER 65532:65532",
-            "-",
-            IMAGE,
-        ])
-        .stdin(Stdio::from(tar.stdout.take().unwrap()))
-        .output()
-        .expect("podman import runs");
-    assert!(
-        tar.wait().unwrap().success(),
-        "tar of the root filesystem failed"
-    );
-    assert!(
-        import.status.success(),
-        "podman import failed: {}",
-        String::from_utf8_lossy(&import.stderr)
-    );
-}
 
 /// Everything the test made in its podman store, torn down on drop (a failed test too).
 struct Played<'a> {
@@ -274,13 +80,14 @@ impl Drop for Played<'_> {
 }
 
 /// A member's rendered file: its Deployment's name and pod labels, its Service's name, its
-/// Secret.
+/// two Secrets (its door's tokens, its wiring).
 struct Member {
     file: PathBuf,
     deployment: String,
     labels: Value,
     service: String,
     secret: Value,
+    wiring: Value,
 }
 
 fn member(file: &Path) -> Member {
@@ -291,12 +98,47 @@ fn member(file: &Path) -> Member {
         .collect();
     let of = |kind: &str| docs.iter().find(|d| d["kind"] == kind).unwrap().clone();
     let name = |kind: &str| of(kind)["metadata"]["name"].as_str().unwrap().to_owned();
+    let deployment = name("Deployment");
+    let secret = |name: &str| {
+        docs.iter()
+            .find(|d| d["kind"] == "Secret" && d["metadata"]["name"] == name)
+            .unwrap_or_else(|| panic!("no Secret {name} in {}", file.display()))
+            .clone()
+    };
     Member {
         file: file.to_owned(),
-        deployment: name("Deployment"),
         labels: of("Deployment")["spec"]["template"]["metadata"]["labels"].clone(),
         service: name("Service"),
-        secret: of("Secret"),
+        secret: secret(&deployment),
+        wiring: secret(&format!("{deployment}-wiring")),
+        deployment,
+    }
+}
+
+impl Member {
+    /// The tokens of its own door: `credential -> token`, from its tokens Secret.
+    fn door_tokens(&self) -> BTreeMap<String, String> {
+        let tokens: BTreeMap<String, String> = secret_value(&self.secret, "tokens")
+            .lines()
+            .map(|l| {
+                let (c, t) = l.split_once(' ').unwrap();
+                (c.to_owned(), t.to_owned())
+            })
+            .collect();
+        assert_eq!(tokens["operator"], secret_value(&self.secret, "operator"));
+        tokens
+    }
+
+    /// The tokens its wiring presents to its callees.
+    fn wiring_tokens(&self) -> BTreeSet<String> {
+        let wiring: Value =
+            serde_json::from_str(&secret_value(&self.wiring, "wiring.json")).unwrap();
+        wiring["callees"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|c| c["token"].as_str().unwrap().to_owned())
+            .collect()
     }
 }
 
@@ -375,6 +217,144 @@ fn store_pids(podman: &Podman) -> BTreeSet<u32> {
     pids
 }
 
+/// Inside each pod, as root with every capability (so no file's mode hides it), nothing under
+/// its volumes — nor the capsule's environment — holds a token of its own door, as written
+/// or in the base64 podman mounts a Secret's data in. The tokens that are there are exactly
+/// those its wiring presents to its callees (the lead's two; the workers call nobody).
+fn no_door_token_in_its_pod(podman: &Podman, members: &[Member]) {
+    let all: BTreeMap<String, String> = members
+        .iter()
+        .flat_map(|m| {
+            m.door_tokens()
+                .into_iter()
+                .map(|(c, t)| (t, format!("{}'s {c}", m.deployment)))
+        })
+        .collect();
+    for m in members {
+        let files = pod_files(podman, m);
+        let found: BTreeSet<String> = all
+            .keys()
+            .filter(|t| files.iter().any(|(_, text)| holds(text, t)))
+            .cloned()
+            .collect();
+        for (credential, t) in m.door_tokens() {
+            let holders: Vec<&str> = files
+                .iter()
+                .filter(|(_, text)| holds(text, &t))
+                .map(|(path, _)| path.as_str())
+                .collect();
+            assert!(
+                holders.is_empty(),
+                "{}'s own {credential} token is in its pod: {holders:?}",
+                m.deployment
+            );
+        }
+        let whose: Vec<&String> = found.iter().map(|t| &all[t]).collect();
+        assert_eq!(found, m.wiring_tokens(), "{}: {whose:?}", m.deployment);
+    }
+}
+
+/// Reads every file under a member's capsule container's mounts, and its first process's
+/// environment, inside the container: `(path, contents)`. Run as root with every capability,
+/// so that a file's mode hides nothing; retried while the container restarts (the lead's
+/// `after_task: exit`).
+fn pod_files(podman: &Podman, m: &Member) -> Vec<(String, Vec<u8>)> {
+    // Each file as its path, its size and its bytes, so any byte may be in it.
+    const READ: &str = r#"shopt -s globstar dotglob nullglob
+for d in "$@"; do
+  for f in "$d" "$d"/**; do
+    if [[ -f $f ]]; then printf '%s\0%s\0' "$f" "$(wc -c < "$f")"; cat "$f"; fi
+  done
+done"#;
+    let id = capsule_container(podman, m)["Id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let inspect = podman.json(&["inspect", &id]);
+    let mut places: Vec<String> = inspect[0]["Mounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|mount| mount["Destination"].as_str().unwrap().to_owned())
+        .collect();
+    places.sort();
+    assert_eq!(
+        places,
+        ["/etc/murmur", "/tmp", "/var/lib/murmur", "/var/run/murmur"],
+        "{}",
+        m.deployment
+    );
+    places.push("/proc/1/environ".to_owned());
+    let mut args = vec![
+        "exec",
+        "--user",
+        "0",
+        "--privileged",
+        &id,
+        "bash",
+        "-c",
+        READ,
+        "read",
+    ];
+    args.extend(places.iter().map(String::as_str));
+    let mut out = None;
+    let read = wait_until(Duration::from_secs(60), || {
+        let o = podman.cmd().args(&args).output().expect("podman runs");
+        out = Some(o);
+        out.as_ref().is_some_and(|o| o.status.success())
+    });
+    let out = out.unwrap();
+    assert!(
+        read,
+        "podman exec in {} failed: {}",
+        m.deployment,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let files = split_files(&out.stdout);
+    let paths: Vec<&str> = files.iter().map(|(p, _)| p.as_str()).collect();
+    for must in [
+        "/var/run/murmur/wiring.json",
+        "/etc/murmur/capsule.json",
+        "/proc/1/environ",
+    ] {
+        assert!(paths.contains(&must), "{}: {paths:?}", m.deployment);
+    }
+    files
+}
+
+/// `path NUL size NUL bytes`, repeated, as pod_files reads them.
+fn split_files(mut out: &[u8]) -> Vec<(String, Vec<u8>)> {
+    let mut files = Vec::new();
+    let field = |out: &mut &[u8]| {
+        let end = out
+            .iter()
+            .position(|b| *b == 0)
+            .expect("a NUL ends the field");
+        let text = String::from_utf8_lossy(&out[..end]).into_owned();
+        *out = &out[end + 1..];
+        text
+    };
+    while !out.is_empty() {
+        let path = field(&mut out);
+        let size: usize = field(&mut out).trim().parse().expect("a size");
+        files.push((path, out[..size].to_vec()));
+        out = &out[size..];
+    }
+    files
+}
+
+/// Whether `bytes` hold `token`, as written or base64-decoded (podman 4.3 mounts a Secret's
+/// data undecoded).
+fn holds(bytes: &[u8], token: &str) -> bool {
+    use base64::Engine;
+    let text = String::from_utf8_lossy(bytes);
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(text.trim())
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default();
+    text.contains(token) || decoded.contains(token)
+}
+
 /// kubernetes-validate on the files about to be played: the same YAML both engines take.
 fn validate(files: &[PathBuf]) {
     let out = Command::new("python3")
@@ -442,9 +422,10 @@ fn the_rendered_split_formation_answers_under_podman_kube_play() {
     podman.ok(&["network", "create", &network]);
     for m in &members {
         played.files.push(m.file.clone());
-        played
-            .secrets
-            .push(m.secret["metadata"]["name"].as_str().unwrap().to_owned());
+        for secret in [&m.secret, &m.wiring] {
+            let name = secret["metadata"]["name"].as_str().unwrap();
+            played.secrets.push(name.to_owned());
+        }
         let alias = format!(
             "{network}:alias={}.{NAMESPACE}.svc.cluster.local",
             m.service
@@ -458,14 +439,21 @@ fn the_rendered_split_formation_answers_under_podman_kube_play() {
         ]);
     }
 
-    // Each member has its own state and tmp, and no door is published on the host.
-    let volumes = podman.ok(&["volume", "ls", "--format", "{{.Name}}"]);
-    for m in &members {
-        for v in ["state", "tmp"] {
-            let name = format!("{}-{v}", m.deployment);
-            assert!(volumes.lines().any(|l| l == name), "no {name}: {volumes}");
-        }
-    }
+    // podman makes a host volume of each ConfigMap, Secret and emptyDir a pod mounts, named
+    // after it: each member has its own four, and none is another's. No door is published on
+    // the host.
+    let volumes: BTreeSet<String> = podman
+        .ok(&["volume", "ls", "--format", "{{.Name}}"])
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    let expected: BTreeSet<String> = members
+        .iter()
+        .flat_map(|m| {
+            ["", "-wiring", "-state", "-tmp"].map(|suffix| format!("{}{suffix}", m.deployment))
+        })
+        .collect();
+    assert_eq!(volumes, expected);
     for c in podman
         .json(&["ps", "--all", "--format", "json"])
         .as_array()
@@ -533,6 +521,10 @@ fn the_rendered_split_formation_answers_under_podman_kube_play() {
         );
     }
     assert_ne!(lines[1], lines[3], "each worker answered its own task");
+
+    // Inside each pod, no file holds a token of its own door.
+    no_door_token_in_its_pod(&podman, &members);
+    assert_eq!(members[lead].wiring_tokens().len(), 2);
 
     // Torn down, nothing of it runs on: not a container's process, not its conmon, not a
     // helper podman started for the store (aardvark-dns), which names the store's folder.
