@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Installs what the tests need beyond Rust: the official A2A clients the interop tests drive,
-kubernetes-validate for the render tests, and tmux for the `mur top` tests.
+kubernetes-validate for the render tests, podman (as root, from apt) for tests/podman.rs, and
+tmux (apt) for the `mur top` tests.
 
 Each client is pinned to an exact version and installed idempotently (nothing happens when the
 pinned version is already there), so a repeated run is fast:
@@ -190,8 +191,10 @@ def install_tmux() -> None:
     if shutil.which("tmux"):
         available("tmux", started, False)
         return
-    why = run(["apt-get", "install", "-y", "-qq", "tmux"]) and (
-        run(["apt-get", "update", "-qq"]) or run(["apt-get", "install", "-y", "-qq", "tmux"]))
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    why = run(["apt-get", "install", "-y", "-qq", "tmux"], env=env) and (
+        run(["apt-get", "update", "-qq"], env=env)
+        or run(["apt-get", "install", "-y", "-qq", "tmux"], env=env))
     if why or not shutil.which("tmux"):
         unavailable("tmux", why or "apt-get installed no tmux")
     else:
@@ -211,6 +214,30 @@ def install_kubernetes_validate() -> None:
                            "--disable-pip-version-check", "==".join(KUBERNETES_VALIDATE)])
 
 
+# podman plays the rendered formation as Kubernetes YAML (tests/podman.rs), from Debian: podman
+# itself, iptables for its bridge network, runc (which runs on cgroup v1 hybrid hosts). It needs
+# root; without it, or without apt-get, the reason is recorded and the test fails under CI=true.
+PODMAN_PACKAGES = ["podman", "iptables", "runc"]
+
+
+def install_podman() -> None:
+    """podman, iptables and runc from the system's apt, when one of them is missing."""
+    started = time.monotonic()
+    if all(shutil.which(tool) for tool in PODMAN_PACKAGES):
+        return available("podman", started, False)
+    if os.geteuid() != 0:
+        return unavailable("podman", "podman, iptables or runc is missing, and installing them needs root: "
+                           f"apt-get install -y {' '.join(PODMAN_PACKAGES)}")
+    if shutil.which("apt-get") is None:
+        return unavailable("podman", f"no apt-get to install {', '.join(PODMAN_PACKAGES)} with")
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    why = run(["apt-get", "update", "-qq"], env=env) or run(
+        ["apt-get", "install", "-y", "-qq", *PODMAN_PACKAGES], env=env)
+    if why:
+        return unavailable("podman", why)
+    available("podman", started, True)
+
+
 if __name__ == "__main__":
     install_python_sdk()
     install_openai_sdk()
@@ -218,4 +245,5 @@ if __name__ == "__main__":
     install_agent_clis()
     install_a2acli()
     install_kubernetes_validate()
+    install_podman()
     install_tmux()

@@ -159,19 +159,21 @@ fn every_shipped_formation_renders_objects_the_kubernetes_schemas_accept() {
             .unwrap()
             .to_string_lossy()
             .into_owned();
-        // The formation's default-deny, then five objects per member.
-        assert_eq!(objects.len(), 1 + 5 * calls.len(), "{name}");
+        // The formation's default-deny, then six objects per member.
+        assert_eq!(objects.len(), 1 + 6 * calls.len(), "{name}");
         assert_eq!(objects[0]["kind"], "NetworkPolicy");
         for member in calls.keys() {
             let object = format!("{name}-{member}");
-            for kind in [
-                "Secret",
-                "ConfigMap",
-                "Service",
-                "Deployment",
-                "NetworkPolicy",
+            let wiring = format!("{object}-wiring");
+            for (kind, named_as) in [
+                ("Secret", &object),
+                ("Secret", &wiring),
+                ("ConfigMap", &object),
+                ("Service", &object),
+                ("Deployment", &object),
+                ("NetworkPolicy", &object),
             ] {
-                let o = named(&objects, kind, &object);
+                let o = named(&objects, kind, named_as);
                 assert_eq!(o["metadata"]["namespace"], NAMESPACE);
                 assert_eq!(
                     o["metadata"]["labels"]["murmur.dev/formation"],
@@ -199,11 +201,12 @@ fn check_deployment(d: &Value, object: &str) {
     assert_eq!(pod["automountServiceAccountToken"], false);
     let c = &pod["containers"][0];
     assert_eq!(c["args"], json!(["capsule", "--listen", "0.0.0.0:8080"]));
-    assert_eq!(c["ports"][0]["containerPort"], 8080);
+    // No containerPort: podman would publish it on its host (docs/kubernetes.md).
+    assert_eq!(c.get("ports"), None);
     for probe in ["readinessProbe", "livenessProbe"] {
         assert_eq!(
             c[probe]["httpGet"],
-            json!({"path": "/.well-known/agent-card.json", "port": "door",
+            json!({"path": "/.well-known/agent-card.json", "port": 8080,
                    "httpHeaders": [{"name": "Host", "value": "localhost:8080"}]})
         );
     }
@@ -237,7 +240,8 @@ fn check_deployment(d: &Value, object: &str) {
         c["envFrom"],
         json!([{"secretRef": {"name": format!("{formation}-env"), "optional": true}}])
     );
-    // The door's own tokens never reach the pod: only the wiring is mounted.
+    // The door's own tokens never reach the pod: its Secret `<object>` is named nowhere in the
+    // pod; the one Secret mounted is the wiring's own, whole (podman ignores `items`).
     let wiring = pod["volumes"]
         .as_array()
         .unwrap()
@@ -245,9 +249,44 @@ fn check_deployment(d: &Value, object: &str) {
         .find(|v| v["name"] == "wiring")
         .unwrap();
     assert_eq!(
-        wiring["secret"]["items"],
-        json!([{"key": "wiring.json", "path": "wiring.json"}])
+        wiring["secret"],
+        json!({"secretName": format!("{object}-wiring"), "defaultMode": 0o400, "optional": false})
     );
+    assert_eq!(
+        secrets_named_in(pod),
+        BTreeSet::from([format!("{object}-wiring"), format!("{formation}-env")])
+    );
+    // podman makes an emptyDir a volume of its host, by name: each member names its own.
+    let names: Vec<&str> = pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
+    let (state, tmp) = (format!("{object}-state"), format!("{object}-tmp"));
+    assert_eq!(names, ["config", "wiring", &state, &tmp]);
+}
+
+/// Every Secret a pod spec names: in a volume, in `envFrom`, in an `env` value.
+fn secrets_named_in(pod: &Value) -> BTreeSet<String> {
+    let mut found = BTreeSet::new();
+    let mut add = |v: &Value| {
+        if let Some(name) = v.as_str() {
+            found.insert(name.to_owned());
+        }
+    };
+    for v in pod["volumes"].as_array().unwrap() {
+        add(&v["secret"]["secretName"]);
+    }
+    for c in pod["containers"].as_array().unwrap() {
+        for e in c["envFrom"].as_array().into_iter().flatten() {
+            add(&e["secretRef"]["name"]);
+        }
+        for e in c["env"].as_array().into_iter().flatten() {
+            add(&e["valueFrom"]["secretKeyRef"]["name"]);
+        }
+    }
+    found
 }
 
 // ---- NetworkPolicies ----
@@ -265,11 +304,14 @@ fn check_edges(
     let deployment = |m: &str| named(objects, "Deployment", &format!("{formation}-{m}"));
     let pod = |m: &str| member_pod(deployment(m));
     // A policy's port is the pod's own (a Service's port is translated to it before policies
-    // apply): the container's door port, which the Service targets by name.
+    // apply): the port the container's door listens on, which the Service targets.
     let port = |m: &str| {
-        deployment(m)["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"]
-            .as_u64()
-            .unwrap()
+        let listen = &deployment(m)["spec"]["template"]["spec"]["containers"][0]["args"][2];
+        let listen = listen.as_str().unwrap();
+        listen
+            .strip_prefix("0.0.0.0:")
+            .and_then(|p| p.parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("{m} listens on {listen}"))
     };
     for m in calls.keys() {
         let service = named(objects, "Service", &format!("{formation}-{m}"));
@@ -280,12 +322,7 @@ fn check_edges(
             ),
             "{formation}: the Service of {m} selects its pod"
         );
-        assert_eq!(service["spec"]["ports"][0]["targetPort"], "door", "{m}");
-        assert_eq!(
-            deployment(m)["spec"]["template"]["spec"]["containers"][0]["ports"][0]["name"],
-            "door",
-            "{m}"
-        );
+        assert_eq!(service["spec"]["ports"][0]["targetPort"], port(m), "{m}");
     }
     let mut table = Vec::new();
     for (a, callees) in calls {
@@ -446,16 +483,30 @@ fn as_yaml(objects: &[Value]) -> String {
 
 // ---- Tokens ----
 
-/// `member -> credential -> token`, from the Secrets' `tokens` lines.
+/// A Secret's `data` value, decoded: the render writes base64 `data` (podman reads no
+/// `stringData`).
+fn secret_value(secret: &Value, key: &str) -> String {
+    use base64::Engine;
+    assert_eq!(secret.get("stringData"), None, "{secret}");
+    let encoded = secret["data"][key].as_str().unwrap();
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(encoded)
+        .unwrap();
+    String::from_utf8(bytes).unwrap()
+}
+
+/// `member -> credential -> token`, from the tokens Secrets' `tokens` lines (a wiring Secret
+/// has none).
 fn secret_tokens(objects: &[Value]) -> BTreeMap<String, BTreeMap<String, String>> {
     of_kind(objects, "Secret")
         .into_iter()
+        .filter(|s| s["data"].get("tokens").is_some())
         .map(|s| {
             let member = s["metadata"]["labels"]["murmur.dev/member"]
                 .as_str()
                 .unwrap()
                 .to_owned();
-            let lines = s["stringData"]["tokens"].as_str().unwrap();
+            let lines = secret_value(s, "tokens");
             let tokens = lines
                 .lines()
                 .map(|l| {
@@ -493,7 +544,22 @@ fn tokens_live_in_secrets_only_and_each_door_holds_its_own_digests() {
     }
     for (member, creds) in &tokens {
         let secret = named(&objects, "Secret", &format!("split-agents-{member}"));
-        assert_eq!(secret["stringData"]["operator"], creds["operator"].as_str());
+        assert_eq!(secret_value(secret, "operator"), creds["operator"]);
+        let keys = |s: &Value| {
+            s["data"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .cloned()
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(keys(secret), ["operator", "tokens"]);
+        let wiring_secret = named(&objects, "Secret", &format!("split-agents-{member}-wiring"));
+        assert_eq!(keys(wiring_secret), ["wiring.json"]);
+        assert_eq!(
+            wiring_secret["metadata"]["labels"].get("murmur.dev/entry"),
+            None
+        );
         let config_map = named(&objects, "ConfigMap", &format!("split-agents-{member}"));
         let config: Value =
             serde_json::from_str(config_map["data"]["capsule.json"].as_str().unwrap()).unwrap();
@@ -513,9 +579,16 @@ fn tokens_live_in_secrets_only_and_each_door_holds_its_own_digests() {
             .map(|(c, t)| (c.clone(), capsule::auth::digest_hex(t)))
             .collect();
         assert_eq!(digests, expected, "{member}'s door holds its own digests");
-        // The wiring a member presents to a callee is that callee's member:<self> token.
-        let wiring: Value =
-            serde_json::from_str(secret["stringData"]["wiring.json"].as_str().unwrap()).unwrap();
+        // The wiring a member presents to a callee is that callee's member:<self> token; its
+        // own door's tokens are not in it, and no other object its pod mounts holds one.
+        let text = secret_value(wiring_secret, "wiring.json");
+        for t in creds.values() {
+            assert!(
+                !text.contains(t.as_str()),
+                "{member}'s own token in its wiring"
+            );
+        }
+        let wiring: Value = serde_json::from_str(&text).unwrap();
         for (callee, c) in wiring["callees"].as_object().unwrap() {
             assert_eq!(
                 c["url"],
@@ -640,7 +713,7 @@ fn out_writes_a_file_per_member_and_secrets_from_reuses_their_tokens() {
         assert_eq!(mode, 0o600, "{f} holds tokens");
         first.extend(documents(&std::fs::read_to_string(f).unwrap()));
     }
-    assert_eq!(first.len(), 1 + 3 * 5);
+    assert_eq!(first.len(), 1 + 3 * 6);
     let (code, again, err) = render_kubernetes(
         &home,
         formation.to_str().unwrap(),
@@ -649,25 +722,18 @@ fn out_writes_a_file_per_member_and_secrets_from_reuses_their_tokens() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(secret_tokens(&documents(&again)), secret_tokens(&first));
 
-    // kubectl's form: a List of Secrets with base64 data.
-    use base64::Engine;
+    // kubectl's form, a List, of Secrets written by hand with `stringData` (the rendered
+    // files above hold base64 `data`, as `kubectl get secret -o yaml` prints it).
     let items: Vec<Value> = of_kind(&first, "Secret")
         .into_iter()
         .map(|s| {
-            let data: serde_json::Map<String, Value> =
-                s["stringData"]
-                    .as_object()
-                    .unwrap()
-                    .iter()
-                    .map(|(k, v)| {
-                        (
-                            k.clone(),
-                            json!(base64::engine::general_purpose::STANDARD
-                                .encode(v.as_str().unwrap())),
-                        )
-                    })
-                    .collect();
-            json!({"apiVersion": "v1", "kind": "Secret", "metadata": s["metadata"], "data": data})
+            let plain: serde_json::Map<String, Value> = s["data"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .map(|k| (k.clone(), json!(secret_value(s, k))))
+                .collect();
+            json!({"apiVersion": "v1", "kind": "Secret", "metadata": s["metadata"], "stringData": plain})
         })
         .collect();
     let list = home.write(
@@ -765,14 +831,21 @@ fn refusals_name_what_was_wrong() {
         refused(&home, &["render", "--target", "kubernetes", split, "--secrets-from", partial.to_str().unwrap()]),
         format!("error[E-RND-003]: member left: {} holds no Secret for it (labels murmur.dev/formation=split, murmur.dev/member=left)\n  hint: pass the output of an earlier `mur render` of this formation, or `kubectl get secret -l murmur.dev/formation=NAME -o yaml`; leave out --secrets-from to mint fresh tokens\n", partial.display())
     );
-    let right = std::fs::read_to_string(earlier.join("member-right.yaml")).unwrap();
-    let without: String = right
+    let mut right = documents(&std::fs::read_to_string(earlier.join("member-right.yaml")).unwrap());
+    let secret = right.iter_mut().find(|o| o["kind"] == "Secret").unwrap();
+    let tokens = secret_value(secret, "tokens");
+    let without: String = tokens
         .lines()
-        .filter(|l| !l.trim_start().starts_with("member:lead "))
+        .filter(|l| !l.starts_with("member:lead "))
         .map(|l| format!("{l}\n"))
         .collect();
-    assert_ne!(without, right, "the right member's Secret held member:lead");
-    std::fs::write(earlier.join("member-right.yaml"), without).unwrap();
+    assert_ne!(
+        without, tokens,
+        "the right member's Secret held member:lead"
+    );
+    use base64::Engine;
+    secret["data"]["tokens"] = json!(base64::engine::general_purpose::STANDARD.encode(without));
+    std::fs::write(earlier.join("member-right.yaml"), as_yaml(&right)).unwrap();
     let says = refused(
         &home,
         &[
@@ -915,13 +988,39 @@ fn refusals_name_what_was_wrong() {
         refused(&home, &["render", "--target", "kubernetes", env.to_str().unwrap()]),
         "error[E-RND-002]: member env: \"keys-env\" is the name of the Secret of the formation's own variables\n  hint: rename the member\n"
     );
-    let long = home.write(
-        "long/formation.yaml",
-        &format!("formation:\n  name: long\n  version: \"0.1.0\"\n  entry: {m}\n  members:\n    {m}:\n      manifest: ../deleg/child.yaml\n", m = "m".repeat(60)),
+    // `<formation>-<member>-wiring`, its longest name, must be a DNS label: `<formation>-<member>`
+    // takes at most 56 characters. The longest renders, and its files pass the schemas.
+    let long = |m: usize| {
+        home.write(
+            &format!("long{m}/formation.yaml"),
+            &format!("formation:\n  name: long\n  version: \"0.1.0\"\n  entry: {m}\n  members:\n    {m}:\n      manifest: ../deleg/child.yaml\n", m = "m".repeat(m)),
+        )
+    };
+    let longest = long(51);
+    let (code, out, err) = render_kubernetes(&home, longest.to_str().unwrap(), &[]);
+    assert_eq!(code, 0, "{err}");
+    let objects = documents(&out);
+    let object = format!("long-{}", "m".repeat(51));
+    assert_eq!(object.len(), 56);
+    let wiring = named(&objects, "Secret", &format!("{object}-wiring"));
+    assert_eq!(wiring["metadata"]["name"].as_str().unwrap().len(), 63);
+    validate(&home.write("longest.yaml", &as_yaml(&objects)));
+    assert_eq!(
+        refused(&home, &["render", "--target", "kubernetes", long(52).to_str().unwrap()]),
+        format!("error[E-RND-002]: member {m}: \"long-{m}\" is too long to name its wiring Secret (long-{m}-wiring is longer than 63 characters)\n  hint: name the formation and its members with letters, digits, '-' and '_', starting with a letter, together at most 55 characters\n", m = "m".repeat(52))
     );
     assert_eq!(
-        refused(&home, &["render", "--target", "kubernetes", long.to_str().unwrap()]),
-        format!("error[E-RND-002]: member {m}: \"long-{m}\" cannot name a Kubernetes Service\n  hint: name the formation and its members with letters, digits, '-' and '_', starting with a letter, together at most 62 characters\n", m = "m".repeat(60))
+        refused(&home, &["render", "--target", "kubernetes", long(60).to_str().unwrap()]),
+        format!("error[E-RND-002]: member {m}: \"long-{m}\" cannot name a Kubernetes Service\n  hint: name the formation and its members with letters, digits, '-' and '_', starting with a letter, together at most 55 characters\n", m = "m".repeat(60))
+    );
+    // A member named as another's wiring Secret (or emptyDir) would take its name.
+    let taken = home.write(
+        "taken/formation.yaml",
+        "formation:\n  name: taken\n  version: \"0.1.0\"\n  entry: lead\n  members:\n    lead:\n      manifest: ../deleg/child.yaml\n    lead_wiring:\n      manifest: ../deleg/child.yaml\n",
+    );
+    assert_eq!(
+        refused(&home, &["render", "--target", "kubernetes", taken.to_str().unwrap()]),
+        "error[E-RND-002]: member lead_wiring: \"taken-lead-wiring\" is the name of member lead's wiring Secret\n  hint: rename the member\n"
     );
     let clash = home.write(
         "clash/formation.yaml",
@@ -1123,6 +1222,22 @@ fn the_containers_command_serves_the_member_from_the_rendered_files() {
     assert!(wait_until(Duration::from_secs(5), || guide.exists()));
     let guide = std::fs::read_to_string(guide).unwrap();
     assert!(guide.contains("Members you may call: back."), "{guide}");
+    // Laid out as the kubelet mounts it, the pod holds none of its own door's tokens: not in
+    // the ConfigMap, not in the wiring Secret, not in what the capsule wrote since.
+    let files = files_under(&home.root.join("container"));
+    assert!(files
+        .iter()
+        .any(|f| f.ends_with("var/run/murmur/wiring.json")));
+    for f in &files {
+        let text = String::from_utf8_lossy(&std::fs::read(f).unwrap()).into_owned();
+        for (credential, t) in &tokens["front"] {
+            assert!(
+                !text.contains(t.as_str()),
+                "front's {credential} token in {}",
+                f.display()
+            );
+        }
+    }
 
     // The pod's only murmur process dies (kill -9): nothing its harness started runs on.
     let grandchild = home.root.join("gc.pid");
@@ -1168,4 +1283,20 @@ fn the_containers_command_serves_the_member_from_the_rendered_files() {
             .map(|p| format!("{p} {}", cmdline(*p)))
             .collect::<Vec<_>>()
     );
+}
+
+/// Every file under `dir`, at any depth.
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut dirs = vec![dir.to_owned()];
+    while let Some(d) = dirs.pop() {
+        for entry in std::fs::read_dir(&d).unwrap().flatten() {
+            let path = entry.path();
+            match entry.file_type().unwrap().is_dir() {
+                true => dirs.push(path),
+                false => files.push(path),
+            }
+        }
+    }
+    files
 }

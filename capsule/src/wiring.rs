@@ -50,11 +50,23 @@ pub struct Wiring {
 }
 
 impl Wiring {
-    /// Reads a wiring file.
+    /// Reads a wiring file: its JSON, or that JSON in base64. `podman kube play` 4.3 mounts a
+    /// Secret's `data` as it is written, still in base64, where a cluster decodes it
+    /// (docs/kubernetes.md, "Playing it with podman"). The forms cannot be confused: JSON
+    /// opens with `{`, which base64 never holds.
     pub fn load(path: &Path) -> Result<Wiring, String> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("cannot read the wiring {}: {e}", path.display()))?;
-        serde_json::from_str(&text)
+        let json = match text.trim_start().starts_with('{') {
+            true => text,
+            false => decoded(&text).ok_or_else(|| {
+                format!(
+                    "the wiring {} is unreadable: neither JSON nor base64 of JSON",
+                    path.display()
+                )
+            })?,
+        };
+        serde_json::from_str(&json)
             .map_err(|e| format!("the wiring {} is unreadable: {e}", path.display()))
     }
 
@@ -75,6 +87,15 @@ impl Wiring {
         }
         allow
     }
+}
+
+/// `text` as base64 of UTF-8 text.
+fn decoded(text: &str) -> Option<String> {
+    use base64::Engine;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(text.trim())
+        .ok()?;
+    String::from_utf8(bytes).ok()
 }
 
 #[cfg(test)]
@@ -115,6 +136,20 @@ mod tests {
         std::fs::write(&path, serde_json::to_string(&wiring()).unwrap()).unwrap();
         assert_eq!(Wiring::load(&path).unwrap(), wiring());
         assert!(Wiring::load(&dir.join("missing")).is_err());
+        // As podman 4.3 mounts a Secret's data: base64, as the render wrote it.
+        use base64::Engine;
+        let encoded = base64::engine::general_purpose::STANDARD
+            .encode(serde_json::to_string(&wiring()).unwrap());
+        std::fs::write(&path, encoded).unwrap();
+        assert_eq!(Wiring::load(&path).unwrap(), wiring());
+        std::fs::write(&path, "not json").unwrap();
+        assert_eq!(
+            Wiring::load(&path).unwrap_err(),
+            format!(
+                "the wiring {} is unreadable: neither JSON nor base64 of JSON",
+                path.display()
+            )
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -1,5 +1,5 @@
 //! The rendered container of a member, started here as the kubelet would start it: its
-//! volumes laid out from the rendered ConfigMap and Secret, its env, its command.
+//! volumes laid out from the rendered ConfigMap and wiring Secret, its env, its command.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -37,7 +37,6 @@ pub fn start_container(home: &Home, objects: &[Value], object: &str) -> Containe
     let pod = &deployment["spec"]["template"]["spec"];
     let c = &pod["containers"][0];
     let config_map = named(objects, "ConfigMap", object);
-    let secret = named(objects, "Secret", object);
     // The volumes, as the kubelet would lay them out.
     for m in c["volumeMounts"].as_array().unwrap() {
         let dir = mount(m["mountPath"].as_str().unwrap());
@@ -54,10 +53,11 @@ pub fn start_container(home: &Home, objects: &[Value], object: &str) -> Containe
             }
         }
         if let Some(s) = volume.get("secret") {
-            for item in s["items"].as_array().unwrap() {
-                let key = item["key"].as_str().unwrap();
-                let text = secret["stringData"][key].as_str().unwrap();
-                std::fs::write(dir.join(item["path"].as_str().unwrap()), text).unwrap();
+            // No `items`: every key of the Secret the volume names is a file.
+            assert_eq!(s.get("items"), None);
+            let secret = named(objects, "Secret", s["secretName"].as_str().unwrap());
+            for key in secret["data"].as_object().unwrap().keys() {
+                std::fs::write(dir.join(key), super::secret_value(secret, key)).unwrap();
             }
         }
     }

@@ -549,7 +549,20 @@ impl Resp {
 /// One HTTP/1.1 request on a fresh connection (`Connection: close`), headers sent exactly as
 /// given (so tests can repeat or omit any), read to the end.
 pub fn http(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Resp {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    http_to(addr, method, path, headers, body)
+}
+
+/// [`http`] to any address (a container's, say); `Host` is `localhost:PORT` unless given.
+pub fn http_to(
+    addr: std::net::SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Resp {
+    let port = addr.port();
+    let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
     // A test that names its own Host (an attacker's) sends that one alone.
     let host = match headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {

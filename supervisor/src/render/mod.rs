@@ -2,8 +2,9 @@
 //! same wiring `mur run` gives it. The formation is read, validated and planned by the code
 //! `mur run` uses — so a formation `mur run` refuses is refused here with the same error — and
 //! its tokens and wiring are minted by that code too. Each member becomes a Deployment running
-//! `mur capsule` from the same `CapsuleConfig` a local launch hands it, a Service, a Secret
-//! and a ConfigMap; NetworkPolicies enforce its `calls` edges.
+//! `mur capsule` from the same `CapsuleConfig` a local launch hands it, a Service, a Secret of
+//! its door's tokens, a Secret of its wiring (the only one its pod mounts) and a ConfigMap;
+//! NetworkPolicies enforce its `calls` edges.
 //!
 //! Delegation (`capabilities.delegate`) is refused: a sub-capsule needs a supervisor beside
 //! its parent, which a cluster does not have yet (docs/kubernetes.md).
@@ -162,7 +163,7 @@ fn refuse_open_ports(m: &crate::formation::plan::PlannedMember) -> CliResult<()>
 }
 
 /// Every object of the formation at `path`: the formation's default-deny policy first, then per
-/// member its Secret, ConfigMap, Service, Deployment and NetworkPolicy.
+/// member its tokens Secret, wiring Secret, ConfigMap, Service, Deployment and NetworkPolicy.
 pub fn kubernetes(path: &Path, opts: &Options) -> CliResult<Vec<Object>> {
     let (plan, formation) = plan(path)?;
     let layout = names::Layout::of(&plan, &formation, &opts.namespace)?;
@@ -181,7 +182,8 @@ pub fn kubernetes(path: &Path, opts: &Options) -> CliResult<Vec<Object>> {
         })?;
         let config = objects::capsule_config(&layout, i, &minted[i]);
         let values = [
-            secrets::secret(&layout, i, &minted[i], &wiring)?,
+            secrets::tokens_secret(&layout, i, &minted[i]),
+            secrets::wiring_secret(&layout, i, &wiring)?,
             objects::config_map(&layout, i, member, &config, &wiring)?,
             objects::service(&layout, i),
             objects::deployment(&layout, i, &opts.image),

@@ -1,7 +1,8 @@
 //! What each member is called in the cluster: one DNS label `<formation>-<member>` names its
 //! Deployment, Service, Secret, ConfigMap and NetworkPolicy, and its Service's DNS name is the
-//! URL its callers are wired to. Names Kubernetes cannot take are refused here, before anything
-//! is rendered, rather than bent into something that might collide.
+//! URL its callers are wired to; its wiring Secret and its pod's emptyDirs take that name and a
+//! suffix ([`Derived`]). Names Kubernetes cannot take are refused here, before anything is
+//! rendered, rather than bent into something that might collide.
 
 use std::collections::BTreeMap;
 
@@ -11,6 +12,64 @@ use crate::formation::Plan;
 /// The port a member's door serves on when the formation pins none: every member has its own
 /// pod, so they can all share it.
 pub const DEFAULT_PORT: u16 = 8080;
+
+/// The longest `<formation>-<member>`: the names derived from it ([`Derived`]) are DNS labels
+/// too, the longest `<formation>-<member>-wiring`.
+const MAX_OBJECT: usize = 63 - Derived::LONGEST_SUFFIX;
+
+/// A member's names beside `<object>` itself: a suffix each, so that every member's are its own.
+/// `podman kube play` makes a host volume of each of them (and of the ConfigMap, `<object>`),
+/// named as the object or emptyDir it comes from: they must differ from each other and from
+/// every other member's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Derived {
+    /// The Secret of the wiring file alone, the one Secret the pod mounts: the door's own
+    /// tokens stay in `<object>`, which no pod mounts.
+    Wiring,
+    /// The emptyDir of the member's state (records, trace, work folder, HOME).
+    State,
+    /// The emptyDir at `/tmp`.
+    Tmp,
+}
+
+impl Derived {
+    const ALL: [Derived; 3] = [Derived::Wiring, Derived::State, Derived::Tmp];
+
+    /// The longest suffix, which bounds `<object>`.
+    pub const LONGEST_SUFFIX: usize = {
+        let (mut i, mut longest) = (0, 0);
+        while i < Derived::ALL.len() {
+            let n = Derived::ALL[i].suffix().len();
+            if n > longest {
+                longest = n;
+            }
+            i += 1;
+        }
+        longest
+    };
+
+    const fn suffix(self) -> &'static str {
+        match self {
+            Derived::Wiring => "-wiring",
+            Derived::State => "-state",
+            Derived::Tmp => "-tmp",
+        }
+    }
+
+    /// What the name names, for a refusal.
+    fn what(self) -> &'static str {
+        match self {
+            Derived::Wiring => "wiring Secret",
+            Derived::State => "state volume",
+            Derived::Tmp => "tmp volume",
+        }
+    }
+
+    /// `<object><suffix>`.
+    pub fn of(self, object: &str) -> String {
+        format!("{object}{}", self.suffix())
+    }
+}
 
 /// `<formation>-default-deny` names the formation's own NetworkPolicy, so no member may.
 pub const DEFAULT_DENY: &str = "default-deny";
@@ -76,11 +135,23 @@ impl Layout {
         for m in &plan.members {
             let label = spelled(&m.name);
             let object = format!("{formation_label}-{label}");
+            let hint = format!("name the formation and its members with letters, digits, '-' and '_', starting with a letter, together at most {} characters", MAX_OBJECT - 1);
+            let wiring = Derived::Wiring.of(&object);
             if !is_dns_label(&object) || !object.starts_with(|c: char| c.is_ascii_lowercase()) {
                 return Err(CliError::new(
                     Code::RenderRefused,
-                    format!("member {}: {object:?} cannot name a Kubernetes Service", m.name),
-                    "name the formation and its members with letters, digits, '-' and '_', starting with a letter, together at most 62 characters",
+                    format!(
+                        "member {}: {object:?} cannot name a Kubernetes Service",
+                        m.name
+                    ),
+                    hint,
+                ));
+            }
+            if object.len() > MAX_OBJECT {
+                return Err(CliError::new(
+                    Code::RenderRefused,
+                    format!("member {}: {object:?} is too long to name its wiring Secret ({wiring} is longer than 63 characters)", m.name),
+                    hint,
                 ));
             }
             if let Some((_, what)) = RESERVED.iter().find(|(name, _)| *name == label) {
@@ -110,6 +181,7 @@ impl Layout {
                 url,
             });
         }
+        refuse_derived_clashes(&members)?;
         Ok(Layout {
             formation: formation_label,
             namespace: namespace.to_owned(),
@@ -129,6 +201,33 @@ impl Layout {
     pub fn index_of(&self, name: &str) -> Option<usize> {
         self.members.iter().position(|m| m.name == name)
     }
+}
+
+/// A member whose `<object>` is another member's derived name (`lead-wiring` beside `lead`) is
+/// refused: on a cluster its Secret and the other's wiring Secret would be one object, and under
+/// podman its ConfigMap's volume and the other's emptyDir one volume.
+fn refuse_derived_clashes(members: &[Placed]) -> CliResult<()> {
+    for m in members {
+        for other in members {
+            let clash = Derived::ALL
+                .into_iter()
+                .find(|d| d.of(&other.object) == m.object);
+            if let Some(d) = clash {
+                return Err(CliError::new(
+                    Code::RenderRefused,
+                    format!(
+                        "member {}: {:?} is the name of member {}'s {}",
+                        m.name,
+                        m.object,
+                        other.name,
+                        d.what()
+                    ),
+                    "rename the member",
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Lowercase, `_` as `-`: how a roster name is spelled in a DNS label.
@@ -158,5 +257,34 @@ mod tests {
             assert!(!is_dns_label(bad), "{bad:?}");
         }
         assert_eq!(spelled("Code_Reviewer"), "code-reviewer");
+    }
+
+    #[test]
+    fn derived_names_are_the_objects_own_and_bound_its_length() {
+        assert_eq!(Derived::LONGEST_SUFFIX, "-wiring".len());
+        assert_eq!(MAX_OBJECT, 56);
+        let names: Vec<String> = Derived::ALL.iter().map(|d| d.of("split-lead")).collect();
+        assert_eq!(
+            names,
+            ["split-lead-wiring", "split-lead-state", "split-lead-tmp"]
+        );
+        assert!(Derived::ALL
+            .iter()
+            .all(|d| is_dns_label(&d.of(&"a".repeat(MAX_OBJECT)))));
+        let placed = |name: &str| Placed {
+            name: name.to_owned(),
+            label: name.to_owned(),
+            object: format!("split-{name}"),
+            port: DEFAULT_PORT,
+            url: String::new(),
+        };
+        let fine = [placed("lead"), placed("left"), placed("wiring")];
+        assert!(refuse_derived_clashes(&fine).is_ok());
+        let clash = [placed("lead-state"), placed("lead")];
+        let e = refuse_derived_clashes(&clash).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "error[E-RND-002]: member lead-state: \"split-lead-state\" is the name of member lead's state volume\n  hint: rename the member"
+        );
     }
 }

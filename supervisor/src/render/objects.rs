@@ -14,7 +14,7 @@ use capsule::process::containment;
 use capsule::runtime::{CapsuleConfig, CONFIG_ENV};
 use capsule::wiring::Wiring;
 
-use super::names::{Layout, ENV_SECRET};
+use super::names::{Derived, Layout, ENV_SECRET};
 use super::secrets::WIRING_KEY;
 use crate::error::{CliError, CliResult, Code};
 use crate::formation::plan::PlannedMember;
@@ -23,7 +23,8 @@ use crate::tokens::{self, Minted};
 /// Where the ConfigMap is mounted: the manifest is `/etc/murmur/manifest.yaml`, so relative
 /// paths in it resolve from `/etc/murmur`.
 pub const CONFIG_DIR: &str = "/etc/murmur";
-/// Where the wiring file from the Secret is mounted; hidden from harnesses like `run/`.
+/// Where the wiring Secret is mounted; hidden from harnesses like `run/` where namespaces can
+/// hide it (docs/kubernetes.md, "Containment in a container").
 pub const SECRET_DIR: &str = "/var/run/murmur";
 /// The member's writable state (records, trace, work folder, HOME): an emptyDir.
 pub const STATE_DIR: &str = "/var/lib/murmur";
@@ -68,7 +69,7 @@ fn encode_failed(what: &str, e: impl std::fmt::Display) -> CliError {
 }
 
 /// Member `i`'s ConfigMap: its manifest as written, its capsule config, and (for people
-/// reading it; the capsule reads the Secret's wiring file) its callees' URLs.
+/// reading it; the capsule reads the wiring Secret's file) its callees' URLs.
 pub fn config_map(
     layout: &Layout,
     i: usize,
@@ -141,24 +142,33 @@ pub fn deployment(layout: &Layout, i: usize, image: &str) -> Value {
                         "seccompProfile": { "type": "RuntimeDefault" },
                     },
                     "containers": [container(placed.port, &placed.object, &layout.formation, image)],
-                    "volumes": [
-                        { "name": "config", "configMap": { "name": placed.object } },
-                        {
-                            "name": "wiring",
-                            "secret": {
-                                "secretName": placed.object,
-                                // Only the wiring: the door's own tokens stay in the Secret.
-                                "items": [{ "key": WIRING_KEY, "path": WIRING_KEY }],
-                                "defaultMode": 0o400,
-                            },
-                        },
-                        { "name": "state", "emptyDir": {} },
-                        { "name": "tmp", "emptyDir": {} },
-                    ],
+                    "volumes": volumes(&placed.object),
                 },
             },
         },
     })
+}
+
+/// The pod's volumes. Every optional field is written out (`podman kube play` 4.3 crashes on a
+/// secret volume without `optional`), and every volume podman makes a named volume of its host
+/// from is named after the member (render::names, [`Derived`]): an emptyDir by its own name,
+/// the ConfigMap and the Secret by theirs.
+fn volumes(object: &str) -> Value {
+    json!([
+        { "name": "config", "configMap": { "name": object, "optional": false } },
+        {
+            "name": "wiring",
+            "secret": {
+                // The wiring's own Secret, whole: the door's tokens are in `<object>`, which no
+                // pod mounts. No `items` (podman 4.3 ignores them; one key needs none).
+                "secretName": Derived::Wiring.of(object),
+                "defaultMode": 0o400,
+                "optional": false,
+            },
+        },
+        { "name": Derived::State.of(object), "emptyDir": {} },
+        { "name": Derived::Tmp.of(object), "emptyDir": {} },
+    ])
 }
 
 /// A probe on the agent card, which every door serves without a token. The kubelet would name
@@ -168,7 +178,7 @@ fn probe(port: u16, period: u32, failures: u32) -> Value {
     json!({
         "httpGet": {
             "path": CARD_PATH,
-            "port": "door",
+            "port": port,
             "httpHeaders": [{ "name": "Host", "value": format!("localhost:{port}") }],
         },
         "periodSeconds": period,
@@ -196,7 +206,9 @@ fn container(port: u16, object: &str, formation: &str, image: &str) -> Value {
         "envFrom": [{
             "secretRef": { "name": format!("{formation}-{ENV_SECRET}"), "optional": true },
         }],
-        "ports": [{ "name": "door", "containerPort": port, "protocol": "TCP" }],
+        // No `ports`: a containerPort is only a note to a cluster, but `podman kube play` 4.3
+        // publishes each on the host, where every member's 8080 would collide. The probes and
+        // the Service name the port by number.
         "readinessProbe": probe(port, 5, 3),
         "livenessProbe": probe(port, 20, 6),
         // Bounded on every resource a pod can take from its node: a harness that loops, or
@@ -215,8 +227,8 @@ fn container(port: u16, object: &str, formation: &str, image: &str) -> Value {
         "volumeMounts": [
             { "name": "config", "mountPath": CONFIG_DIR, "readOnly": true },
             { "name": "wiring", "mountPath": SECRET_DIR, "readOnly": true },
-            { "name": "state", "mountPath": STATE_DIR },
-            { "name": "tmp", "mountPath": "/tmp" },
+            { "name": Derived::State.of(object), "mountPath": STATE_DIR },
+            { "name": Derived::Tmp.of(object), "mountPath": "/tmp" },
         ],
     })
 }
@@ -237,7 +249,7 @@ pub fn service(layout: &Layout, i: usize) -> Value {
             "ports": [{
                 "name": "door",
                 "port": placed.port,
-                "targetPort": "door",
+                "targetPort": placed.port,
                 "protocol": "TCP",
             }],
         },

@@ -1,9 +1,12 @@
-//! Each member's Secret: the tokens minted for its door (`operator` first, then its manifest's
-//! declared credentials, then `member:<caller>` for each member that calls it — the same list
-//! `mur run` mints, by the same code) and its wiring file, which holds the `member:<self>`
-//! tokens it presents to its callees. Tokens are minted fresh at every render, unless
+//! Each member's two Secrets. `<object>` holds the tokens minted for its door (`operator`
+//! first, then its manifest's declared credentials, then `member:<caller>` for each member that
+//! calls it — the same list `mur run` mints, by the same code); no pod mounts it, and the
+//! capsule checks callers against digests. `<object>-wiring` holds its wiring file alone, with
+//! the `member:<self>` tokens it presents to its callees: the one Secret its pod mounts, whole,
+//! so that no engine — not `podman kube play`, which ignores a volume's `items` — puts the
+//! door's own tokens in the pod. Tokens are minted fresh at every render, unless
 //! `--secrets-from` names earlier rendered (or `kubectl get secret -o yaml`) Secrets to reuse.
-//! These objects are the only ones a token appears in; the capsule itself sees only digests.
+//! These objects are the only ones a token appears in.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -15,14 +18,14 @@ use serde_json::{json, Map, Value};
 use capsule::auth::OPERATOR;
 use capsule::wiring::Wiring;
 
-use super::names::{Layout, ENTRY_LABEL, FORMATION_LABEL, MEMBER_LABEL};
+use super::names::{Derived, Layout, ENTRY_LABEL, FORMATION_LABEL, MEMBER_LABEL};
 use crate::error::{CliError, CliResult, Code};
 use crate::formation::{wire, Plan};
 use crate::tokens::Minted;
 
-/// The Secret's keys: the operator token alone (what `mur token --kubernetes` reads), every
-/// credential as `credential token` lines (the format of `run/<session>.tokens`), and the
-/// wiring file the capsule is given.
+/// The tokens Secret's keys: the operator token alone (what `mur token --kubernetes` reads) and
+/// every credential as `credential token` lines (the format of `run/<session>.tokens`); the
+/// wiring Secret's one key, the wiring file the capsule is given.
 pub const OPERATOR_KEY: &str = "operator";
 pub const TOKENS_KEY: &str = "tokens";
 pub const WIRING_KEY: &str = "wiring.json";
@@ -157,19 +160,24 @@ pub fn wiring(plan: &Plan, layout: &Layout, i: usize, minted: &[Vec<Minted>]) ->
     wire::wiring(plan, i, &urls, minted)
 }
 
-/// Member `i`'s Secret.
-pub fn secret(layout: &Layout, i: usize, minted: &[Minted], wiring: &Wiring) -> CliResult<Value> {
-    let placed = &layout.members[i];
+/// Member `i`'s tokens Secret, `<object>`: the door's own tokens. The entry's carries
+/// [`ENTRY_LABEL`].
+pub fn tokens_secret(layout: &Layout, i: usize, minted: &[Minted]) -> Value {
     let mut labels = layout.member_labels(i);
     if i == layout.entry {
         labels[ENTRY_LABEL] = json!("true");
     }
-    let lines = crate::tokens::to_lines(minted);
     let mut data = Map::new();
     if let Some(op) = minted.iter().find(|m| m.credential == OPERATOR) {
-        data.insert(OPERATOR_KEY.into(), json!(op.token));
+        data.insert(OPERATOR_KEY.into(), encoded(&op.token));
     }
-    data.insert(TOKENS_KEY.into(), json!(lines));
+    data.insert(TOKENS_KEY.into(), encoded(&crate::tokens::to_lines(minted)));
+    opaque(layout.members[i].object.clone(), layout, labels, data)
+}
+
+/// Member `i`'s wiring Secret, `<object>-wiring`: its wiring file and nothing else.
+pub fn wiring_secret(layout: &Layout, i: usize, wiring: &Wiring) -> CliResult<Value> {
+    let placed = &layout.members[i];
     let wiring = serde_json::to_string(wiring).map_err(|e| {
         CliError::new(
             Code::RenderOutput,
@@ -177,16 +185,30 @@ pub fn secret(layout: &Layout, i: usize, minted: &[Minted], wiring: &Wiring) -> 
             "report this bug",
         )
     })?;
-    data.insert(WIRING_KEY.into(), json!(wiring));
-    Ok(json!({
+    let mut data = Map::new();
+    data.insert(WIRING_KEY.into(), encoded(&wiring));
+    let name = Derived::Wiring.of(&placed.object);
+    Ok(opaque(name, layout, layout.member_labels(i), data))
+}
+
+/// An Opaque Secret of the formation's namespace.
+fn opaque(name: String, layout: &Layout, labels: Value, data: Map<String, Value>) -> Value {
+    json!({
         "apiVersion": "v1",
         "kind": "Secret",
         "metadata": {
-            "name": placed.object,
+            "name": name,
             "namespace": layout.namespace,
             "labels": labels,
         },
         "type": "Opaque",
-        "stringData": data,
-    }))
+        // `data`, base64, and not `stringData`: a cluster takes both, but `podman kube play`
+        // reads only `data` (docs/kubernetes.md, "Playing it with podman").
+        "data": data,
+    })
+}
+
+/// A Secret's `data` value: the text in base64.
+fn encoded(text: &str) -> Value {
+    json!(STANDARD.encode(text))
 }
