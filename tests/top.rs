@@ -24,6 +24,17 @@ impl Screen {
     /// Starts `mur top ARGS` in a `cols`×`rows` terminal with `env`; None when tmux is missing
     /// (and not under CI, where that fails the test).
     fn start(home: &Home, args: &[&str], size: (u16, u16), env: &[(&str, &str)]) -> Option<Screen> {
+        let mut cmd: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        cmd.push(home.bin.display().to_string());
+        cmd.push("top".to_owned());
+        cmd.extend(args.iter().map(|a| a.to_string()));
+        let cmd: Vec<&str> = cmd.iter().map(String::as_str).collect();
+        Screen::start_command(home, &cmd, size)
+    }
+
+    /// A tmux pane of its own server running `command` (after `env`) with this home; None
+    /// when tmux is missing (and not under CI, where that fails the test).
+    fn start_command(home: &Home, command: &[&str], size: (u16, u16)) -> Option<Screen> {
         let present = Command::new("tmux")
             .arg("-V")
             .stdout(Stdio::null())
@@ -41,10 +52,7 @@ impl Screen {
             format!("PATH={}", search_path()),
             "TERM=xterm-256color".to_owned(),
         ];
-        cmd.extend(env.iter().map(|(k, v)| format!("{k}={v}")));
-        cmd.push(home.bin.display().to_string());
-        cmd.push("top".to_owned());
-        cmd.extend(args.iter().map(|a| a.to_string()));
+        cmd.extend(command.iter().map(|a| a.to_string()));
         let (cols, rows) = (size.0.to_string(), size.1.to_string());
         let started = screen
             .tmux(&[
@@ -627,4 +635,36 @@ fn a_sub_capsule_is_drawn_under_its_parent_with_its_delegation_in_flight() {
     );
     drop(run);
     assert_nothing_left(&home, LONG);
+}
+
+#[test]
+fn sigterm_ends_the_view_and_gives_the_terminal_back() {
+    let home = Home::new();
+    let said = home.root.join("exit-status");
+    // A shell runs mur top and writes down how it ended, then stays, so the pane can be read.
+    let script = format!(
+        "\"$0\" top; echo \"exit=$?\" > {}; sleep 60",
+        said.display()
+    );
+    let mur = home.bin.display().to_string();
+    let Some(screen) = Screen::start_command(&home, &["sh", "-c", &script, &mur], (100, 30)) else {
+        return;
+    };
+    screen.until("the board", |s| s.contains("0 running"));
+    let shell = screen
+        .tmux(&["display", "-p", "-t", "top", "#{pane_pid}"])
+        .output()
+        .unwrap();
+    let shell: u32 = String::from_utf8_lossy(&shell.stdout)
+        .trim()
+        .parse()
+        .unwrap();
+    let top = children(shell);
+    assert_eq!(top.len(), 1, "{top:?}");
+    signal(top[0], 15);
+    assert!(wait_until(LONG, || said.exists()));
+    assert_eq!(std::fs::read_to_string(&said).unwrap(), "exit=0\n");
+    // Out of the alternate screen: the board is gone from the terminal.
+    let after = screen.until("the board gone", |s| !s.contains("0 running"));
+    assert!(!after.contains("mur top"), "{after}");
 }

@@ -7,6 +7,7 @@
 use std::time::{Duration, Instant};
 
 use crossterm::event::Event;
+use tokio::signal::unix::{self, SignalKind};
 use tokio::sync::mpsc;
 
 use super::board::{Board, Link};
@@ -37,7 +38,12 @@ pub async fn run(mut board: Board, color: bool) -> CliResult<i32> {
     let mut view = View::new(color);
     let mut clock = tokio::time::interval(Duration::from_secs(1));
     let mut dirty = true;
-    let mut drawn = Instant::now() - FRAME;
+    let mut drawn = Instant::now()
+        .checked_sub(FRAME)
+        .unwrap_or_else(Instant::now);
+    // A SIGTERM or a closed terminal ends the view like `q`, so the terminal is given back.
+    let mut term = unix::signal(SignalKind::terminate()).ok();
+    let mut hangup = unix::signal(SignalKind::hangup()).ok();
     let ended = loop {
         if dirty && drawn.elapsed() >= FRAME {
             let now = capsule::clock::Millis::now().0;
@@ -67,6 +73,8 @@ pub async fn run(mut board: Board, color: bool) -> CliResult<i32> {
                 }
             }
             _ = clock.tick() => {}
+            Some(_) = async { term.as_mut()?.recv().await } => break Ok(()),
+            Some(_) = async { hangup.as_mut()?.recv().await } => break Ok(()),
             _ = tokio::time::sleep(next_frame), if dirty => continue,
         }
         dirty = true;
