@@ -187,7 +187,8 @@ fn make_records(plan: &Plan, workdir: &Path, sessions: &[SessionId]) -> CliResul
 
 /// `formation.json` in each member's session folder: the formation, the member, and every
 /// member's session, so that `mur trace show --formation` can find a launch's traces after it
-/// ended.
+/// ended. The roster (every member's session) is the same in each file: it is spelled once and
+/// set into each, not built again for every member.
 fn write_rosters(plan: &Plan, sessions: &[SessionId], dirs: &[PathBuf]) -> CliResult<()> {
     let Some(f) = &plan.formation else {
         return Ok(());
@@ -198,12 +199,17 @@ fn write_rosters(plan: &Plan, sessions: &[SessionId], dirs: &[PathBuf]) -> CliRe
         .zip(sessions)
         .map(|(m, s)| (m.name.clone(), Value::from(s.as_str())))
         .collect();
+    let roster = Value::Object(roster).to_string();
+    let text = |s: &str| Value::from(s).to_string();
+    let (name, version) = (text(&f.name), text(&f.version));
+    let entry = text(&plan.members[plan.entry].name);
     for (m, dir) in plan.members.iter().zip(dirs) {
-        let record = json!({
-            "formation": f.name, "version": f.version, "member": m.name,
-            "entry": plan.members[plan.entry].name, "members": roster,
-        });
-        capsule::private::write(&dir.join(records::ROSTER), record.to_string().as_bytes())
+        let record = format!(
+            "{{\"formation\":{name},\"version\":{version},\"member\":{},\"entry\":{entry},\
+             \"members\":{roster}}}",
+            text(&m.name)
+        );
+        capsule::private::write(&dir.join(records::ROSTER), record.as_bytes())
             .map_err(|e| records_error(dir, e))?;
     }
     Ok(())
