@@ -519,21 +519,26 @@ fn supervise(
         cmd.env("NO_PROXY", "localhost,127.0.0.1,::1");
         cmd.env("no_proxy", "localhost,127.0.0.1,::1");
     }
-    if let Ending::Namespace = ending {
-        // SAFETY: prctl and capset are async-signal-safe system calls on this process alone.
-        unsafe {
-            cmd.pre_exec(|| {
-                drop_capabilities()?;
-                deny_unix_sockets()
-            })
-        };
+    match ending {
+        Ending::Namespace => {
+            // The init holds itself to what the harness must run under, and the harness
+            // inherits it: the harness is then started with posix_spawn (vfork and exec)
+            // rather than a fork of the init, whose page tables an attempt paid to copy. No
+            // parent-death signal is needed: when the init ends, the kernel ends its namespace.
+            if let Err(e) = lock_down_init() {
+                let why = format!("dropping the init's capabilities: {e}");
+                report(status, Report::SetupFailed(why));
+                return SETUP_FAILED;
+            }
+            cmd.process_group(0);
+        }
+        Ending::Sweep => ChildSetup {
+            own_group: true,
+            death_signal: Some(Signal::SIGKILL),
+            fds: Vec::new(),
+        }
+        .apply(&mut cmd),
     }
-    ChildSetup {
-        own_group: true,
-        death_signal: Some(Signal::SIGKILL),
-        fds: Vec::new(),
-    }
-    .apply(&mut cmd);
     let harness = match cmd.spawn() {
         Ok(child) => child.id() as i32,
         Err(e) => {
@@ -566,6 +571,25 @@ fn supervise(
     }
 }
 
+/// What the harness's fork used to take on between fork and exec, taken on by the init itself
+/// before it starts the harness, which inherits every part: nothing it holds beyond stdio goes
+/// further (close-on-exec), no capability but CAP_SETFCAP ([`drop_capabilities`]), no stream
+/// unix sockets ([`deny_unix_sockets`]). The init needs none of it afterwards: it only waits,
+/// forwards signals to, and kills processes of its own user in its own namespace.
+fn lock_down_init() -> std::io::Result<()> {
+    // SAFETY: close_range only sets flags on this process's own descriptors.
+    unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            3 as libc::c_uint,
+            libc::c_uint::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        );
+    }
+    drop_capabilities()?;
+    deny_unix_sockets()
+}
+
 /// The variables that point programs at the egress proxy, in both spellings tools read.
 const PROXY_VARS: [&str; 6] = [
     "HTTP_PROXY",
@@ -583,7 +607,7 @@ const PROXY_VARS: [&str; 6] = [
 /// otherwise hold every capability over the attempt's mounts (and could `umount` the hide). The
 /// securebits stop exec from granting root its capabilities again; the bounding set keeps only
 /// CAP_SETFCAP; no new privileges may be gained (setuid binaries included), so file
-/// capabilities are not honoured either. Called between fork and exec.
+/// capabilities are not honoured either. Called by the init, before it starts the harness.
 fn drop_capabilities() -> std::io::Result<()> {
     const CAP_SETFCAP: u32 = 31;
     const SECBIT_NOROOT: libc::c_ulong = 1 << 0;
@@ -683,8 +707,8 @@ fn drop_capabilities() -> std::io::Result<()> {
 /// filter, inherited by every descendant and never lifted. Datagram unix sockets stay allowed
 /// (libc's interface look-ups open one; Codex's sandbox needs them), and so do pairs of
 /// connected sockets (`socketpair`), which programs use among their own processes. System calls of another architecture (32-bit compat, x32) are refused, as
-/// they could name the same call by another number. Called between fork and exec, after
-/// `no_new_privs`.
+/// they could name the same call by another number. Called by the init after `no_new_privs`,
+/// before it starts the harness.
 fn deny_unix_sockets() -> std::io::Result<()> {
     #[cfg(target_arch = "x86_64")]
     const NATIVE: u32 = 0xC000_003E; // AUDIT_ARCH_X86_64
