@@ -96,18 +96,18 @@ def stop(proc):
         proc.wait()
 
 
-def ready_time(work, n, mur, home_under):
-    home = tempfile.mkdtemp(prefix="murmur-bench-home-", dir=home_under)
-    try:
-        path = os.path.join(work, f"formation-{n}.yaml")
-        lead_formation(path, n)
-        start = time.monotonic()
-        proc, _ = launch(path, home, mur=mur)
-        took = time.monotonic() - start
-        stop(proc)
-        return took
-    finally:
-        shutil.rmtree(home, ignore_errors=True)
+def ready_time(work, n, mur, homes):
+    """Launches N members and stops them. Their MURMUR_HOME is kept until the whole run ends: on
+    ext4 without a journal, a file created soon after thousands were deleted nearby pays to skip
+    each of their inodes, so removing one launch's records at once would charge the next."""
+    home = tempfile.mkdtemp(prefix="murmur-bench-home-", dir=homes)
+    path = os.path.join(work, f"formation-{n}.yaml")
+    lead_formation(path, n)
+    start = time.monotonic()
+    proc, _ = launch(path, home, mur=mur)
+    took = time.monotonic() - start
+    stop(proc)
+    return took
 
 
 def fork_exec(n):
@@ -212,6 +212,7 @@ def main():
     if os.environ.get("MUR_BEFORE"):
         builds.insert(0, ("before", os.environ["MUR_BEFORE"]))
     work = tempfile.mkdtemp(prefix="murmur-bench-")
+    homes = tempfile.mkdtemp(prefix="murmur-bench-homes-", dir=args.home_under)
     try:
         worker_manifest(os.path.join(work, "worker.yaml"))
         print(f"ready time: a lead calling N-1 offline workers, to the entry's `session:` line; "
@@ -220,7 +221,7 @@ def main():
               + " | fork/exec true + bind (s) | ready / baseline |")
         print("|---|" + "---|" * len(builds) + "---|---|")
         for n in (int(x) for x in args.sizes.split(",")):
-            ready = [ready_time(work, n, mur, args.home_under) for _, mur in builds]
+            ready = [ready_time(work, n, mur, homes) for _, mur in builds]
             bare = fork_exec(n)
             print(f"| {n} | " + " | ".join(f"{r:.3f}" for r in ready)
                   + f" | {bare:.3f} | {ready[-1] / bare:.1f} |", flush=True)
@@ -235,6 +236,7 @@ def main():
         print(f"raw loopback HTTP round trip (python urllib, agent card): median {median(raw) / 1000:.2f} ms")
     finally:
         shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(homes, ignore_errors=True)
 
 
 if __name__ == "__main__":
