@@ -11,11 +11,10 @@
 //! It speaks to the capsule through signals (SIGINT: interrupt the harness; SIGTERM: end
 //! everything now) and one status line on descriptor 3 saying how the harness ended.
 
-use std::ffi::OsString;
+use std::ffi::{CString, OsString};
 use std::fs::File;
 use std::io::Write;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
@@ -508,39 +507,42 @@ fn supervise(
     ending: Ending,
     proxy: Option<u16>,
 ) -> i32 {
-    let mut cmd = Command::new(&args.program);
-    cmd.args(&args.args);
+    let mut extra: Vec<(&str, String)> = Vec::new();
     if let Some(port) = proxy {
         let url = format!("http://127.0.0.1:{port}");
-        for var in PROXY_VARS {
-            cmd.env(var, &url);
-        }
+        extra.extend(PROXY_VARS.iter().map(|var| (*var, url.clone())));
         // Loopback goes straight to the forwarded ports; a port not forwarded refuses.
-        cmd.env("NO_PROXY", "localhost,127.0.0.1,::1");
-        cmd.env("no_proxy", "localhost,127.0.0.1,::1");
+        extra.push(("NO_PROXY", "localhost,127.0.0.1,::1".into()));
+        extra.push(("no_proxy", "localhost,127.0.0.1,::1".into()));
     }
-    match ending {
-        Ending::Namespace => {
-            // The init holds itself to what the harness must run under, and the harness
-            // inherits it: the harness is then started with posix_spawn (vfork and exec)
-            // rather than a fork of the init, whose page tables an attempt paid to copy. No
-            // parent-death signal is needed: when the init ends, the kernel ends its namespace.
-            if let Err(e) = lock_down_init() {
+    let started = match ending {
+        // The init holds itself to what the harness must run under, and the harness inherits
+        // it through a posix_spawn (vfork and exec) rather than a fork of the init, whose page
+        // tables an attempt paid to copy. No parent-death signal is needed: when the init
+        // ends, the kernel ends its namespace.
+        Ending::Namespace => match lock_down_init() {
+            Ok(()) => spawn_harness(args, &extra),
+            Err(e) => {
                 let why = format!("dropping the init's capabilities: {e}");
                 report(status, Report::SetupFailed(why));
                 return SETUP_FAILED;
             }
-            cmd.process_group(0);
+        },
+        Ending::Sweep => {
+            let mut cmd = Command::new(&args.program);
+            cmd.args(&args.args)
+                .envs(extra.iter().map(|(k, v)| (*k, v)));
+            ChildSetup {
+                own_group: true,
+                death_signal: Some(Signal::SIGKILL),
+                fds: Vec::new(),
+            }
+            .apply(&mut cmd);
+            cmd.spawn().map(|child| child.id() as i32)
         }
-        Ending::Sweep => ChildSetup {
-            own_group: true,
-            death_signal: Some(Signal::SIGKILL),
-            fds: Vec::new(),
-        }
-        .apply(&mut cmd),
-    }
-    let harness = match cmd.spawn() {
-        Ok(child) => child.id() as i32,
+    };
+    let harness = match started {
+        Ok(pid) => pid,
         Err(e) => {
             let program = args.program.to_string_lossy();
             report(
@@ -588,6 +590,86 @@ fn lock_down_init() -> std::io::Result<()> {
     }
     drop_capabilities()?;
     deny_unix_sockets()
+}
+
+/// Starts the harness with posix_spawn, searching PATH as exec does: in a process group of its
+/// own, with an empty signal mask (the init blocks the signals it waits for, and std's spawn
+/// would hand that mask on, so a harness would never see its SIGINT), SIGPIPE at its default (a
+/// Rust program ignores it), and `extra` over this process's environment. Answers its pid.
+fn spawn_harness(args: &KeeperArgs, extra: &[(&str, String)]) -> std::io::Result<i32> {
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    let text = |bytes: Vec<u8>| {
+        CString::new(bytes).map_err(|_| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "a NUL byte in the harness's command or environment",
+            )
+        })
+    };
+    let argv: Vec<CString> = std::iter::once(&args.program)
+        .chain(&args.args)
+        .map(|a| text(a.as_bytes().to_vec()))
+        .collect::<Result<_, _>>()?;
+    let mut env = Vec::new();
+    for (key, value) in std::env::vars_os() {
+        if extra.iter().any(|(k, _)| std::ffi::OsStr::new(k) == key) {
+            continue;
+        }
+        let mut pair = key.into_vec();
+        pair.push(b'=');
+        pair.extend_from_slice(value.as_bytes());
+        env.push(text(pair)?);
+    }
+    for (key, value) in extra {
+        env.push(text(format!("{key}={value}").into_bytes())?);
+    }
+    let pointers = |v: &[CString]| -> Vec<*mut libc::c_char> {
+        v.iter()
+            .map(|c| c.as_ptr() as *mut libc::c_char)
+            .chain(std::iter::once(std::ptr::null_mut()))
+            .collect()
+    };
+    let (argv_p, env_p) = (pointers(&argv), pointers(&env));
+    let check = |code: libc::c_int| match code {
+        0 => Ok(()),
+        e => Err(std::io::Error::from_raw_os_error(e)),
+    };
+    // SAFETY: the attributes are initialised before use and destroyed after; every pointer
+    // handed to posix_spawnp (program, argv, envp, each NULL-terminated) outlives the call.
+    unsafe {
+        let mut attr: libc::posix_spawnattr_t = std::mem::zeroed();
+        check(libc::posix_spawnattr_init(&mut attr))?;
+        let mut none: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut none);
+        let mut pipe: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut pipe);
+        libc::sigaddset(&mut pipe, libc::SIGPIPE);
+        let flags = libc::POSIX_SPAWN_SETSIGMASK
+            | libc::POSIX_SPAWN_SETSIGDEF
+            | libc::POSIX_SPAWN_SETPGROUP;
+        let mut pid: libc::pid_t = 0;
+        let spawned = check(libc::posix_spawnattr_setsigmask(&mut attr, &none))
+            .and_then(|()| check(libc::posix_spawnattr_setsigdefault(&mut attr, &pipe)))
+            .and_then(|()| check(libc::posix_spawnattr_setpgroup(&mut attr, 0)))
+            .and_then(|()| {
+                check(libc::posix_spawnattr_setflags(
+                    &mut attr,
+                    flags as libc::c_short,
+                ))
+            })
+            .and_then(|()| {
+                check(libc::posix_spawnp(
+                    &mut pid,
+                    argv[0].as_ptr(),
+                    std::ptr::null(),
+                    &attr,
+                    argv_p.as_ptr(),
+                    env_p.as_ptr(),
+                ))
+            });
+        libc::posix_spawnattr_destroy(&mut attr);
+        spawned.map(|()| pid)
+    }
 }
 
 /// The variables that point programs at the egress proxy, in both spellings tools read.

@@ -111,9 +111,10 @@ pub fn set_inheritable(fd: RawFd, inheritable: bool) -> std::io::Result<()> {
 
 /// What [`ChildSetup`] did between fork and exec, done by a child started with posix_spawn at
 /// its own start: each `(from, to)` descriptor it inherited moved to where it is expected,
-/// everything else it inherited beyond those marked close-on-exec, and `signal` armed for its
-/// parent's death, checked against a parent (`parent`) that died before it was armed. Call
-/// first thing, before the process opens anything.
+/// everything else it inherited beyond those marked close-on-exec, the signal mask emptied (a
+/// posix_spawn hands on the spawning thread's), and `signal` armed for its parent's death,
+/// checked against a parent (`parent`) that died before it was armed. Call first thing, before
+/// the process opens anything or starts a thread.
 pub fn settle_spawned(
     fds: &[(RawFd, RawFd)],
     death_signal: Signal,
@@ -159,6 +160,7 @@ pub fn settle_spawned(
             libc::CLOSE_RANGE_CLOEXEC,
         );
     }
+    unblock_signals();
     nix::sys::prctl::set_pdeathsig(death_signal)
         .map_err(|e| format!("cannot arm the parent-death signal: {e}"))?;
     if nix::unistd::getppid().as_raw() != parent {
