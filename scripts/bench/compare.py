@@ -271,7 +271,7 @@ def fill(port, tasks):
     with socket.create_connection(("127.0.0.1", port)) as s:
         body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
                            "params": message("fill", immediately=True)}).encode()
-        head = (f"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nA2A-Version: 1.0\r\n"
+        head = (f"POST / HTTP/1.1\r\nHost: localhost:{port}\r\nContent-Type: application/json\r\nA2A-Version: 1.0\r\n"
                 f"Content-Length: {len(body)}\r\n\r\n").encode()
         f = s.makefile("rb")
         for _ in range(tasks):
