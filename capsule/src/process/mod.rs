@@ -7,6 +7,7 @@ mod contained;
 pub mod containment;
 pub mod files;
 pub mod keeper;
+mod lockdown;
 pub mod netns;
 mod setup;
 pub mod tree;
