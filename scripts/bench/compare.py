@@ -7,7 +7,9 @@ server answering a fixed body (capsule/examples/bare_hyper.rs), and runs the sam
 against each at every connection count:
 
   get    GetTask of one completed task
-  send   SendMessage with configuration.returnImmediately
+  send   SendMessage with configuration.returnImmediately; besides requests/s, the tasks
+         accepted per second (a TASK_STATE_REJECTED "busy" answer is correct, but no work
+         done: the SDK completes every task it is sent, a capsule takes what its queue holds)
   mixed  the two, alternating on each connection
 
 Then, on a capsule: its resident memory idle and once it holds 10,000 finished tasks, and the
@@ -32,8 +34,9 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-MUR = os.path.join(ROOT, "target", "release", "mur")
-BARE = os.path.join(ROOT, "target", "release", "examples", "bare_hyper")
+TARGET = os.environ.get("CARGO_TARGET_DIR") or os.path.join(ROOT, "target")
+MUR = os.path.join(TARGET, "release", "mur")
+BARE = os.path.join(TARGET, "release", "examples", "bare_hyper")
 VENV_PY = os.path.join(ROOT, "target", "bench", "venv", "bin", "python")
 WORKER = os.path.join(ROOT, "scripts", "harness", "worker.sh")
 SCENARIOS = [("get", "gettask.lua"), ("send", "send.lua"), ("mixed", "mixed.lua")]
@@ -209,7 +212,12 @@ def wrk(port, script, conns, secs, task):
     errors = int(re.search(r"^errors: (\d+)", out, re.M).group(1))
     rpc_errors = re.search(r"^rpc errors: (\d+)", out, re.M)
     errors += int(rpc_errors.group(1)) if rpc_errors else 0
-    return {"rps": rps, "p50": p50, "p99": p99, "errors": errors}
+    r = {"rps": rps, "p50": p50, "p99": p99, "errors": errors}
+    for key in ("accepted", "rejected"):
+        m = re.search(rf"^{key}/s: (\S+)", out, re.M)
+        if m:
+            r[key] = float(m.group(1))
+    return r
 
 
 def load(server, conns, secs, results):
@@ -223,8 +231,10 @@ def load(server, conns, secs, results):
                     server.port, "GetTask", {"id": task}):
                 raise SystemExit(f"{server.name}: the task GetTask read is gone; the run measured errors")
             results[(server.name, scenario, c)] = r
+            took = (f"  accepted {r['accepted']:,.1f}/s rejected {r['rejected']:,.1f}/s"
+                    if "accepted" in r else "")
             print(f"  {server.name:10} {scenario:5} @{c:<3} {r['rps']:>9,.0f}/s  p50 {r['p50']:.2f} ms"
-                  f"  p99 {r['p99']:.2f} ms  errors {r['errors']}", flush=True)
+                  f"  p99 {r['p99']:.2f} ms  errors {r['errors']}{took}", flush=True)
 
 
 def table(results, conns):
@@ -241,12 +251,27 @@ def table(results, conns):
                   if b else f"| {scenario} | {c} | {cell(m)} | {cell(s)} | - | {ratio(m, s)} | - |")
 
 
+def accepted_table(results, conns):
+    """SendMessage counted by the work taken on: tasks accepted per second, rejections apart."""
+    print("\nsend, counting only accepted tasks (a TASK_STATE_REJECTED answer is no work done):")
+    print("| conns | mur accepted/s | mur rejected/s | a2a-sdk accepted/s | a2a-sdk rejected/s "
+          "| accepted mur / sdk |")
+    print("|---|---|---|---|---|---|")
+    for c in conns:
+        m, s = results.get(("mur", "send", c)), results.get(("a2a-sdk", "send", c))
+        if not m or not s or "accepted" not in m or "accepted" not in s:
+            continue
+        ratio = f"{m['accepted'] / s['accepted']:.2f}" if s["accepted"] else "-"
+        print(f"| {c} | {m['accepted']:,.1f} | {m['rejected']:,.1f} | {s['accepted']:,.1f} "
+              f"| {s['rejected']:,.1f} | {ratio} |")
+
+
 def fill(port, tasks):
     """Sends until the capsule holds `tasks` finished tasks (rejected ones are finished)."""
     with socket.create_connection(("127.0.0.1", port)) as s:
         body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
                            "params": message("fill", immediately=True)}).encode()
-        head = (f"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nA2A-Version: 1.0\r\n"
+        head = (f"POST / HTTP/1.1\r\nHost: localhost:{port}\r\nContent-Type: application/json\r\nA2A-Version: 1.0\r\n"
                 f"Content-Length: {len(body)}\r\n\r\n").encode()
         f = s.makefile("rb")
         for _ in range(tasks):
@@ -357,6 +382,7 @@ def main():
         finally:
             server.stop()
     table(results, conns)
+    accepted_table(results, conns)
     idle, full, tasks = memory()
     print(f"\nmemory: idle capsule {idle / 1024:.1f} MB; holding {tasks} finished tasks {full / 1024:.1f} MB")
     if args.cancel_rounds:

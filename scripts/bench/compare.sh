@@ -2,9 +2,9 @@
 # One command for the side-by-side benchmark (BENCHMARKS.md): builds mur and the bare hyper
 # server, installs wrk and the official A2A Python SDK's server (a venv under target/bench),
 # runs scripts/bench/compare.py (mur, a2a-sdk, bare hyper; GetTask, SendMessage, mixed; memory;
-# cancel latency), then the formation and delegation figures.
+# cancel latency), then the formation, delegation and task start figures.
 # Usage: scripts/bench/compare.sh [--seconds N] [--conns 1,16,64] [--cancel-rounds N] [--quick]
-#   --quick skips formation.py and delegation.py.
+#   --quick skips formation.py, delegation.py and task_start.py.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 quick=0
@@ -24,4 +24,5 @@ python3 scripts/bench/compare.py "${args[@]}"
 if [[ $quick == 0 ]]; then
   echo; echo "formations:"; python3 scripts/bench/formation.py
   echo; echo "delegation:"; python3 scripts/bench/delegation.py
+  echo; echo "task start:"; python3 scripts/bench/task_start.py
 fi

@@ -17,7 +17,8 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-MUR = os.path.join(ROOT, "target", "release", "mur")
+TARGET = os.environ.get("CARGO_TARGET_DIR") or os.path.join(ROOT, "target")
+MUR = os.path.join(TARGET, "release", "mur")
 
 CHILD = """name: child
 version: "0.1.0"

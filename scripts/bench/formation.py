@@ -1,18 +1,24 @@
 #!/usr/bin/env python3
 """Formation benchmarks (issue: formations), figures for BENCHMARKS.md, never asserted in tests.
 
-1. Ready time: from starting `mur run` on a formation of N offline workers to its announcement
-   (every member's door ready), for N = 1, 10, 50, beside the time this machine takes to
-   fork/exec N `true` processes one after another.
+1. Ready time: from starting `mur run` on a formation of N members (a lead that calls the N-1
+   others, offline workers all) to the entry's `session:` line (every member's door ready),
+   for N = 10, 50, 500, beside the time this machine takes to fork/exec N `true` processes one
+   after another and bind N loopback sockets. With MUR_BEFORE=/path/to/another/mur, each size
+   is launched with that binary too, alternately, so a before and after come from one run.
 2. call-member overhead: a lead calls a worker with `mur call-member` ROUNDS times; the overhead
    of one call is its round trip minus the worker's own task time (from the worker's trace),
    beside a raw loopback HTTP round trip (GetTask on the same door).
 
-Usage: scripts/bench/formation.py [ROUNDS]   (needs a release build: cargo build --release)
+Usage: scripts/bench/formation.py [ROUNDS] [--sizes 10,50,500] [--home-under DIR] [--ready-only]
+(needs a release build: cargo build --release). Each launch gets a MURMUR_HOME of its own, a
+new folder under DIR (default: the system's temporary folder).
 Every process it starts is stopped before it exits; all traffic stays on 127.0.0.1.
 """
+import argparse
 import json
 import os
+import socket
 import shutil
 import signal
 import subprocess
@@ -22,7 +28,8 @@ import time
 import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-MUR = os.path.join(ROOT, "target", "release", "mur")
+TARGET = os.environ.get("CARGO_TARGET_DIR") or os.path.join(ROOT, "target")
+MUR = os.path.join(TARGET, "release", "mur")
 WORKER = os.path.join(ROOT, "scripts", "harness", "worker.sh")
 
 
@@ -54,9 +61,18 @@ def formation(path, n, lead=None):
         f.write(f'formation:\n  name: bench\n  version: "0.1.0"\n  entry: {entry}\n  members:\n{members}')
 
 
-def launch(manifest, home, args=()):
+def lead_formation(path, n):
+    """N members: w0 the entry, calling the N-1 others."""
+    calls = ", ".join(f"w{i}" for i in range(1, n))
+    members = f"    w0: {{ manifest: worker.yaml, calls: [{calls}] }}\n" + "".join(
+        f"    w{i}: {{ manifest: worker.yaml }}\n" for i in range(1, n))
+    with open(path, "w") as f:
+        f.write(f'formation:\n  name: bench\n  version: "0.1.0"\n  entry: w0\n  members:\n{members}')
+
+
+def launch(manifest, home, args=(), mur=MUR):
     env = dict(os.environ, MURMUR_HOME=home)
-    proc = subprocess.Popen([MUR, "run", "--manifest", manifest, *args], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([mur, "run", "--manifest", manifest, *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, env=env, text=True)
     lines = []
     deadline = time.monotonic() + 120
@@ -80,24 +96,34 @@ def stop(proc):
         proc.wait()
 
 
-def ready_time(work, n):
-    home = tempfile.mkdtemp(prefix="murmur-bench-home-")
-    try:
-        path = os.path.join(work, f"formation-{n}.yaml")
-        formation(path, n)
-        start = time.monotonic()
-        proc, _ = launch(path, home)
-        took = time.monotonic() - start
-        stop(proc)
-        return took
-    finally:
-        shutil.rmtree(home, ignore_errors=True)
+def ready_time(work, n, mur, homes):
+    """Launches N members and stops them. Their MURMUR_HOME is kept until the whole run ends: on
+    ext4 without a journal, a file created soon after thousands were deleted nearby pays to skip
+    each of their inodes, so removing one launch's records at once would charge the next."""
+    home = tempfile.mkdtemp(prefix="murmur-bench-home-", dir=homes)
+    path = os.path.join(work, f"formation-{n}.yaml")
+    lead_formation(path, n)
+    start = time.monotonic()
+    proc, _ = launch(path, home, mur=mur)
+    took = time.monotonic() - start
+    stop(proc)
+    return took
 
 
 def fork_exec(n):
+    """N `true` processes one after another, and N loopback sockets bound."""
     start = time.monotonic()
     subprocess.run(["bash", "-c", f"for i in $(seq {n}); do /bin/true; done"], check=True)
-    return time.monotonic() - start
+    sockets = []
+    for _ in range(n):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        sockets.append(s)
+    took = time.monotonic() - start
+    for s in sockets:
+        s.close()
+    return took
 
 
 def call_member_overhead(work, rounds):
@@ -174,19 +200,35 @@ def median(xs):
 
 
 def main():
-    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 50
+    ap = argparse.ArgumentParser()
+    ap.add_argument("rounds", nargs="?", type=int, default=50)
+    ap.add_argument("--sizes", default="10,50,500")
+    ap.add_argument("--home-under", default=None)
+    ap.add_argument("--ready-only", action="store_true")
+    args = ap.parse_args()
     if not os.access(MUR, os.X_OK):
         raise SystemExit("build first: cargo build --release")
+    builds = [("mur", MUR)]
+    if os.environ.get("MUR_BEFORE"):
+        builds.insert(0, ("before", os.environ["MUR_BEFORE"]))
     work = tempfile.mkdtemp(prefix="murmur-bench-")
+    homes = tempfile.mkdtemp(prefix="murmur-bench-homes-", dir=args.home_under)
     try:
         worker_manifest(os.path.join(work, "worker.yaml"))
-        print("members  ready (s)  fork/exec true (s)  target: < 2 x fork/exec + 1 s")
-        for n in (1, 10, 50):
-            ready = ready_time(work, n)
+        print(f"ready time: a lead calling N-1 offline workers, to the entry's `session:` line; "
+              f"MURMUR_HOME under {args.home_under or tempfile.gettempdir()}")
+        print("| members | " + " | ".join(f"{name} ready (s)" for name, _ in builds)
+              + " | fork/exec true + bind (s) | ready / baseline |")
+        print("|---|" + "---|" * len(builds) + "---|---|")
+        for n in (int(x) for x in args.sizes.split(",")):
+            ready = [ready_time(work, n, mur, homes) for _, mur in builds]
             bare = fork_exec(n)
-            print(f"{n:>7}  {ready:>9.3f}  {bare:>18.4f}  {'met' if ready < 2 * bare + 1 else 'MISSED'}")
-        calls, worker, _ = call_member_overhead(work, rounds)
-        raw = raw_round_trip(rounds)
+            print(f"| {n} | " + " | ".join(f"{r:.3f}" for r in ready)
+                  + f" | {bare:.3f} | {ready[-1] / bare:.1f} |", flush=True)
+        if args.ready_only:
+            return
+        calls, worker, _ = call_member_overhead(work, args.rounds)
+        raw = raw_round_trip(args.rounds)
         overhead = [c - w for c, w in zip(calls, worker)]
         print(f"call-member, {len(calls)} calls: median round trip {median(calls) / 1000:.2f} ms, "
               f"worker task {median(worker) / 1000:.2f} ms, overhead {median(overhead) / 1000:.2f} ms "
@@ -194,6 +236,7 @@ def main():
         print(f"raw loopback HTTP round trip (python urllib, agent card): median {median(raw) / 1000:.2f} ms")
     finally:
         shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(homes, ignore_errors=True)
 
 
 if __name__ == "__main__":

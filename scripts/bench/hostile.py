@@ -25,7 +25,8 @@ import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-MUR = os.path.join(ROOT, "target", "release", "mur")
+TARGET = os.environ.get("CARGO_TARGET_DIR") or os.path.join(ROOT, "target")
+MUR = os.path.join(TARGET, "release", "mur")
 
 MANIFEST = """name: cat
 version: "0.1.0"

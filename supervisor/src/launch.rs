@@ -6,6 +6,7 @@ use std::io::ErrorKind;
 use std::net::TcpListener;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream as StdUnixStream;
+use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -15,7 +16,7 @@ use nix::unistd::Pid;
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use capsule::delegation::protocol::CONTROL_FD;
-use capsule::process::{self, tree, ChildSetup};
+use capsule::process::{self, tree};
 use capsule::runtime::{CapsuleConfig, CONFIG_ENV};
 
 use crate::error::{CliError, CliResult, Code};
@@ -23,6 +24,11 @@ use crate::error::{CliError, CliResult, Code};
 /// The fd a capsule finds its listener on.
 pub const LISTEN_FD: i32 = 3;
 pub const LISTEN_FD_ENV: &str = "MURMUR_LISTEN_FD";
+/// Where the capsule's control socket was inherited (it moves it to [`CONTROL_FD`]).
+pub const CONTROL_FD_ENV: &str = "MURMUR_CONTROL_FD";
+/// The supervisor's pid, which the capsule checks is still its parent once its parent-death
+/// signal is armed.
+pub const PARENT_ENV: &str = "MURMUR_SUPERVISOR_PID";
 
 /// Binds 127.0.0.1 on the pinned port, or on one the OS assigns.
 pub fn bind(port: Option<u16>) -> CliResult<TcpListener> {
@@ -49,6 +55,14 @@ pub fn become_subreaper() {
 /// signal, and with `control` (its end of the supervisor's control socket) on
 /// [`CONTROL_FD`]. Its stdout is piped (the launch relays it after announcing); stderr is
 /// shared.
+///
+/// Started with posix_spawn (vfork and exec), not fork: a fork copies the supervisor's page
+/// tables, which grow with every member it holds (a reader thread and pipes each), so a
+/// formation's launch cost grew faster than its members (BENCHMARKS.md, "Formations"). No code
+/// runs between fork and exec: the listener and the control socket are inherited where they
+/// are (close-on-exec lifted for this spawn alone) and the capsule moves them to [`LISTEN_FD`]
+/// and [`CONTROL_FD`], arms its parent-death signal and checks its parent itself
+/// ([`take_inherited`]).
 pub fn spawn_capsule(
     listener: &TcpListener,
     control: &StdUnixStream,
@@ -61,31 +75,62 @@ pub fn spawn_capsule(
             "report this bug",
         )
     })?;
+    let (listen_fd, control_fd) = (listener.as_raw_fd(), control.as_raw_fd());
     // This very binary, not the path it was started by: a harness running as the user may
     // have replaced that file before a sub-capsule starts.
     let mut cmd = Command::new(process::SELF_EXE);
     cmd.arg("__capsule")
         .env(CONFIG_ENV, json)
-        .env(LISTEN_FD_ENV, LISTEN_FD.to_string())
+        .env(LISTEN_FD_ENV, listen_fd.to_string())
+        .env(CONTROL_FD_ENV, control_fd.to_string())
+        .env(PARENT_ENV, std::process::id().to_string())
+        .process_group(0)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit());
-    ChildSetup {
-        own_group: true,
-        death_signal: Some(Signal::SIGTERM),
-        fds: vec![
-            (listener.as_raw_fd(), LISTEN_FD),
-            (control.as_raw_fd(), CONTROL_FD),
-        ],
-    }
-    .apply(&mut cmd);
-    cmd.spawn().map_err(|e| {
+    let spawned = {
+        let _alone = process::spawning();
+        let inherited = [listen_fd, control_fd]
+            .iter()
+            .try_for_each(|fd| process::set_inheritable(*fd, true));
+        let spawned = inherited.and_then(|()| cmd.spawn());
+        for fd in [listen_fd, control_fd] {
+            let _ = process::set_inheritable(fd, false);
+        }
+        spawned
+    };
+    spawned.map_err(|e| {
         CliError::new(
             Code::CapsuleDidNotStart,
             format!("cannot start the capsule process: {e}"),
             "check that mur's binary is executable",
         )
     })
+}
+
+/// The capsule's side of [`spawn_capsule`], first thing in `mur __capsule`: its listener and
+/// control socket moved to [`LISTEN_FD`] and [`CONTROL_FD`], everything else it inherited kept
+/// from its own children, the parent-death signal armed (SIGTERM) and its parent checked.
+/// Answers the listener's descriptor, or why the capsule cannot start.
+pub fn take_inherited() -> Result<i32, String> {
+    let number = |var: &str| {
+        std::env::var(var)
+            .ok()
+            .and_then(|v| v.parse::<i32>().ok())
+            .ok_or_else(|| format!("{var} is not set"))
+    };
+    let listen = number(LISTEN_FD_ENV)?;
+    let control = number(CONTROL_FD_ENV)?;
+    let parent = number(PARENT_ENV)?;
+    for var in [LISTEN_FD_ENV, CONTROL_FD_ENV, PARENT_ENV] {
+        std::env::remove_var(var);
+    }
+    process::settle_spawned(
+        &[(listen, LISTEN_FD), (control, CONTROL_FD)],
+        Signal::SIGTERM,
+        parent,
+    )?;
+    Ok(LISTEN_FD)
 }
 
 /// Reaps every child (the supervisor is a subreaper, so orphans come here too) and reports each

@@ -326,15 +326,19 @@ async fn dispatch(cmd: Cmd) -> CliResult<i32> {
 
 /// The capsule process: its config from the environment, its listener on the inherited fd.
 fn capsule_main() -> i32 {
-    let config = commands::capsule::config().ok();
-    let fd = std::env::var(launch::LISTEN_FD_ENV)
-        .ok()
-        .and_then(|f| f.parse::<i32>().ok());
-    let (Some(config), Some(fd)) = (config, fd) else {
+    let fd = match launch::take_inherited() {
+        Ok(fd) => fd,
+        Err(why) => {
+            eprintln!("error: __capsule is started by `mur run`, not by hand ({why})");
+            return capsule::runtime::exit::CANNOT_START;
+        }
+    };
+    let Ok(config) = commands::capsule::config() else {
         eprintln!("error: __capsule is started by `mur run`, not by hand");
         return capsule::runtime::exit::CANNOT_START;
     };
-    // SAFETY: `mur run` placed the bound listener on this fd before exec, and nothing else owns it.
+    // SAFETY: `mur run` handed the bound listener over, `take_inherited` placed it on this fd,
+    // and nothing else owns it.
     let listener = unsafe { std::net::TcpListener::from_raw_fd(fd) };
     // Inherited without close-on-exec; harnesses must not inherit the door's socket.
     // SAFETY: plain fcntl on a descriptor this process owns.
@@ -343,7 +347,6 @@ fn capsule_main() -> i32 {
         libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
     }
     std::env::remove_var(capsule::runtime::CONFIG_ENV);
-    std::env::remove_var(launch::LISTEN_FD_ENV);
     capsule::runtime::main(config, listener)
 }
 

@@ -11,6 +11,7 @@ use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
+use nix::errno::Errno;
 use nix::fcntl::{open, OFlag};
 use nix::mount::{mount, MsFlags};
 use nix::sys::stat::Mode;
@@ -153,9 +154,70 @@ fn cover(dir: &Path, options: &str, held: &[(PathBuf, OwnedFd)]) -> Result<(), S
     Ok(())
 }
 
-/// Remounts every mount read-only but those at `writable`, keeping each mount's own flags (the
-/// kernel refuses to clear a flag a less privileged namespace locked).
+/// Makes every mount read-only but those at `writable`. Where the kernel has `mount_setattr`
+/// (5.12), one call makes the whole tree read-only and one per folder of `writable` that was
+/// writable makes it writable again: the per-mount remounts below cost an attempt a read of the
+/// mount table and a system call per mount of the host's (BENCHMARKS.md, "Task start"). A
+/// kernel without it, or a tree it refuses to change whole, gets the per-mount remounts.
 fn read_only_but(writable: &[PathBuf]) -> Result<(), String> {
+    let was_writable: Vec<&PathBuf> = writable.iter().filter(|w| !is_read_only(w)).collect();
+    if mount_setattr_read_only(Path::new("/"), true, true).is_err() {
+        // All or nothing: the kernel undid whatever it had changed.
+        return remount_each_but(writable);
+    }
+    for dir in was_writable {
+        mount_setattr_read_only(dir, false, false)
+            .map_err(|e| format!("keeping {} writable: {e}", dir.display()))?;
+    }
+    Ok(())
+}
+
+/// Whether the mount at `dir` is read-only.
+fn is_read_only(dir: &Path) -> bool {
+    nix::sys::statvfs::statvfs(dir)
+        .map(|s| s.flags().contains(nix::sys::statvfs::FsFlags::ST_RDONLY))
+        .unwrap_or(false)
+}
+
+/// Sets (`read_only`) or clears the read-only flag of the mount at `path` (with `recursive`,
+/// of every mount beneath it too), leaving every other flag as it is: `mount_setattr(2)`.
+fn mount_setattr_read_only(path: &Path, read_only: bool, recursive: bool) -> nix::Result<()> {
+    /// `struct mount_attr` (linux/mount.h).
+    #[repr(C)]
+    struct MountAttr {
+        attr_set: u64,
+        attr_clr: u64,
+        propagation: u64,
+        userns_fd: u64,
+    }
+    const MOUNT_ATTR_RDONLY: u64 = 0x1;
+    const AT_RECURSIVE: libc::c_uint = 0x8000;
+    let attr = MountAttr {
+        attr_set: if read_only { MOUNT_ATTR_RDONLY } else { 0 },
+        attr_clr: if read_only { 0 } else { MOUNT_ATTR_RDONLY },
+        propagation: 0,
+        userns_fd: 0,
+    };
+    let path = CString::new(path.as_os_str().as_encoded_bytes()).map_err(|_| Errno::EINVAL)?;
+    let flags = if recursive { AT_RECURSIVE } else { 0 };
+    // SAFETY: the path and the attributes live across the call, which only reads them.
+    let done = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            flags,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    Errno::result(done).map(drop)
+}
+
+/// Remounts every mount read-only but those at `writable`, one by one from the mount table,
+/// keeping each mount's own flags (the kernel refuses to clear a flag a less privileged
+/// namespace locked).
+fn remount_each_but(writable: &[PathBuf]) -> Result<(), String> {
     let table = std::fs::read_to_string("/proc/self/mountinfo")
         .map_err(|e| format!("reading the mount table: {e}"))?;
     for line in table.lines() {

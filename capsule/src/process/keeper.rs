@@ -15,7 +15,6 @@ use std::ffi::OsString;
 use std::fs::File;
 use std::io::Write;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
@@ -27,6 +26,7 @@ use nix::sys::signal::{kill, SigSet, SigmaskHow, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::{fork, getegid, geteuid, ForkResult, Pid};
 
+use super::lockdown;
 use super::setup::{become_subreaper, ChildSetup};
 use super::tree;
 
@@ -501,41 +501,49 @@ impl Ending {
 
 /// Starts the harness, forwards the interrupt to its group, and when it ends (or SIGTERM asks)
 /// ends everything else it started and reports how it ended. In a jail, the harness is told
-/// the egress proxy (`proxy`) and holds no capability (`drop_capabilities`).
+/// the egress proxy (`proxy`) and holds no capability (`lockdown`).
 fn supervise(
     args: &KeeperArgs,
     status: &mut Option<File>,
     ending: Ending,
     proxy: Option<u16>,
 ) -> i32 {
-    let mut cmd = Command::new(&args.program);
-    cmd.args(&args.args);
+    let mut extra: Vec<(&str, String)> = Vec::new();
     if let Some(port) = proxy {
         let url = format!("http://127.0.0.1:{port}");
-        for var in PROXY_VARS {
-            cmd.env(var, &url);
-        }
+        extra.extend(PROXY_VARS.iter().map(|var| (*var, url.clone())));
         // Loopback goes straight to the forwarded ports; a port not forwarded refuses.
-        cmd.env("NO_PROXY", "localhost,127.0.0.1,::1");
-        cmd.env("no_proxy", "localhost,127.0.0.1,::1");
+        extra.push(("NO_PROXY", "localhost,127.0.0.1,::1".into()));
+        extra.push(("no_proxy", "localhost,127.0.0.1,::1".into()));
     }
-    if let Ending::Namespace = ending {
-        // SAFETY: prctl and capset are async-signal-safe system calls on this process alone.
-        unsafe {
-            cmd.pre_exec(|| {
-                drop_capabilities()?;
-                deny_unix_sockets()
-            })
-        };
-    }
-    ChildSetup {
-        own_group: true,
-        death_signal: Some(Signal::SIGKILL),
-        fds: Vec::new(),
-    }
-    .apply(&mut cmd);
-    let harness = match cmd.spawn() {
-        Ok(child) => child.id() as i32,
+    let started = match ending {
+        // The init holds itself to what the harness must run under, and the harness inherits
+        // it through a posix_spawn (vfork and exec) rather than a fork of the init, whose page
+        // tables an attempt paid to copy. No parent-death signal is needed: when the init
+        // ends, the kernel ends its namespace.
+        Ending::Namespace => match lockdown::lock_down_init() {
+            Ok(()) => lockdown::spawn_harness(&args.program, &args.args, &extra),
+            Err(e) => {
+                let why = format!("dropping the init's capabilities: {e}");
+                report(status, Report::SetupFailed(why));
+                return SETUP_FAILED;
+            }
+        },
+        Ending::Sweep => {
+            let mut cmd = Command::new(&args.program);
+            cmd.args(&args.args)
+                .envs(extra.iter().map(|(k, v)| (*k, v)));
+            ChildSetup {
+                own_group: true,
+                death_signal: Some(Signal::SIGKILL),
+                fds: Vec::new(),
+            }
+            .apply(&mut cmd);
+            cmd.spawn().map(|child| child.id() as i32)
+        }
+    };
+    let harness = match started {
+        Ok(pid) => pid,
         Err(e) => {
             let program = args.program.to_string_lossy();
             report(
@@ -575,180 +583,6 @@ const PROXY_VARS: [&str; 6] = [
     "https_proxy",
     "all_proxy",
 ];
-
-/// Leaves the harness, whatever its uid, one capability in its user namespace: CAP_SETFCAP,
-/// which the kernel asks of a program that maps root into a namespace of its own (Codex's
-/// bubblewrap sandbox does, when murmur runs as root) and which undoes none of the jail's walls.
-/// With murmur run as root the namespace maps uid 0 to itself, and an exec'd root program would
-/// otherwise hold every capability over the attempt's mounts (and could `umount` the hide). The
-/// securebits stop exec from granting root its capabilities again; the bounding set keeps only
-/// CAP_SETFCAP; no new privileges may be gained (setuid binaries included), so file
-/// capabilities are not honoured either. Called between fork and exec.
-fn drop_capabilities() -> std::io::Result<()> {
-    const CAP_SETFCAP: u32 = 31;
-    const SECBIT_NOROOT: libc::c_ulong = 1 << 0;
-    const SECBIT_NOROOT_LOCKED: libc::c_ulong = 1 << 1;
-    const SECBIT_NO_SETUID_FIXUP: libc::c_ulong = 1 << 2;
-    const SECBIT_NO_SETUID_FIXUP_LOCKED: libc::c_ulong = 1 << 3;
-    const SECBIT_NO_CAP_AMBIENT_RAISE: libc::c_ulong = 1 << 6;
-    const SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED: libc::c_ulong = 1 << 7;
-    #[repr(C)]
-    struct Header {
-        version: u32,
-        pid: libc::c_int,
-    }
-    #[repr(C)]
-    #[derive(Clone, Copy)]
-    struct Data {
-        effective: u32,
-        permitted: u32,
-        inheritable: u32,
-    }
-    let header = Header {
-        version: 0x2008_0522, // _LINUX_CAPABILITY_VERSION_3
-        pid: 0,
-    };
-    let fail = || Err(std::io::Error::last_os_error());
-    let bits = SECBIT_NOROOT
-        | SECBIT_NOROOT_LOCKED
-        | SECBIT_NO_SETUID_FIXUP
-        | SECBIT_NO_SETUID_FIXUP_LOCKED
-        | SECBIT_NO_CAP_AMBIENT_RAISE
-        | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED;
-    // SAFETY: prctl and the capget/capset system calls change only this process's credentials.
-    unsafe {
-        let mut now = [Data {
-            effective: 0,
-            permitted: 0,
-            inheritable: 0,
-        }; 2];
-        if libc::syscall(libc::SYS_capget, &header, now.as_mut_ptr()) != 0 {
-            return fail();
-        }
-        // CAP_SETFCAP survives exec as an ambient capability: inheritable first, then raised.
-        now[0].inheritable |= 1 << CAP_SETFCAP;
-        if libc::syscall(libc::SYS_capset, &header, now.as_ptr()) != 0 {
-            return fail();
-        }
-        libc::prctl(
-            libc::PR_CAP_AMBIENT,
-            libc::PR_CAP_AMBIENT_CLEAR_ALL,
-            0,
-            0,
-            0,
-        );
-        // Without CAP_SETFCAP itself (a harness started without it) there is nothing to keep.
-        let _ = libc::prctl(
-            libc::PR_CAP_AMBIENT,
-            libc::PR_CAP_AMBIENT_RAISE,
-            CAP_SETFCAP as libc::c_ulong,
-            0,
-            0,
-        );
-        for cap in 0..64u32 {
-            if cap == CAP_SETFCAP {
-                continue;
-            }
-            // Capabilities the kernel does not know answer EINVAL: the set ends there.
-            if libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) != 0 {
-                break;
-            }
-        }
-        if libc::prctl(libc::PR_SET_SECUREBITS, bits, 0, 0, 0) != 0 {
-            return fail();
-        }
-        let keep = Data {
-            effective: now[0].permitted & (1 << CAP_SETFCAP),
-            permitted: now[0].permitted & (1 << CAP_SETFCAP),
-            inheritable: now[0].permitted & (1 << CAP_SETFCAP),
-        };
-        let zero = Data {
-            effective: 0,
-            permitted: 0,
-            inheritable: 0,
-        };
-        if libc::syscall(libc::SYS_capset, &header, [keep, zero].as_ptr()) != 0 {
-            return fail();
-        }
-        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
-            return fail();
-        }
-    }
-    Ok(())
-}
-
-/// Keeps the harness and all it starts from opening a stream or seqpacket unix socket
-/// (`socket(AF_UNIX, SOCK_STREAM…)`), the kind an ssh or gpg agent, a Docker daemon or a
-/// desktop bus listens on, so it cannot connect to them wherever their files are: a seccomp
-/// filter, inherited by every descendant and never lifted. Datagram unix sockets stay allowed
-/// (libc's interface look-ups open one; Codex's sandbox needs them), and so do pairs of
-/// connected sockets (`socketpair`), which programs use among their own processes. System calls of another architecture (32-bit compat, x32) are refused, as
-/// they could name the same call by another number. Called between fork and exec, after
-/// `no_new_privs`.
-fn deny_unix_sockets() -> std::io::Result<()> {
-    #[cfg(target_arch = "x86_64")]
-    const NATIVE: u32 = 0xC000_003E; // AUDIT_ARCH_X86_64
-    #[cfg(target_arch = "aarch64")]
-    const NATIVE: u32 = 0xC000_00B7; // AUDIT_ARCH_AARCH64
-    /// x32 system calls carry this bit in their number on x86_64.
-    const X32: u32 = 0x4000_0000;
-    // Offsets in struct seccomp_data: nr, arch, then the arguments (the low half of args[0]).
-    const NR: u32 = 0;
-    const ARCH: u32 = 4;
-    const ARG0: u32 = 16;
-    const ARG1: u32 = 24;
-    let stmt = |code: u32, k: u32| libc::sock_filter {
-        code: code as u16,
-        jt: 0,
-        jf: 0,
-        k,
-    };
-    let jump = |code: u32, k: u32, jt: u8, jf: u8| libc::sock_filter {
-        code: code as u16,
-        jt,
-        jf,
-        k,
-    };
-    let load = libc::BPF_LD | libc::BPF_W | libc::BPF_ABS;
-    let ret = libc::BPF_RET | libc::BPF_K;
-    let jeq = libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K;
-    let deny = |errno: i32| stmt(ret, libc::SECCOMP_RET_ERRNO | errno as u32);
-    let filter = [
-        stmt(load, ARCH),
-        jump(jeq, NATIVE, 1, 0),
-        deny(libc::ENOSYS),
-        stmt(load, NR),
-        jump(libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K, X32, 0, 1),
-        deny(libc::ENOSYS),
-        jump(jeq, libc::SYS_socket as u32, 0, 6),
-        stmt(load, ARG0),
-        jump(jeq, libc::AF_UNIX as u32, 0, 4),
-        stmt(load, ARG1),
-        // The type without SOCK_NONBLOCK and SOCK_CLOEXEC.
-        stmt(libc::BPF_ALU | libc::BPF_AND | libc::BPF_K, 0xF),
-        jump(jeq, libc::SOCK_DGRAM as u32, 1, 0),
-        deny(libc::EACCES),
-        stmt(ret, libc::SECCOMP_RET_ALLOW),
-    ];
-    let program = libc::sock_fprog {
-        len: filter.len() as u16,
-        filter: filter.as_ptr() as *mut libc::sock_filter,
-    };
-    // SAFETY: the filter lives across the call, which copies it into the kernel.
-    let set = unsafe {
-        libc::prctl(
-            libc::PR_SET_SECCOMP,
-            libc::SECCOMP_MODE_FILTER as libc::c_ulong,
-            &program as *const libc::sock_fprog as libc::c_ulong,
-            0,
-            0,
-        )
-    };
-    if set != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
-}
 
 /// Reaps every child that has ended; answers how the harness ended if it was among them.
 fn reap_all(harness: i32) -> Option<Report> {

@@ -7,25 +7,27 @@ mod contained;
 pub mod containment;
 pub mod files;
 pub mod keeper;
+mod lockdown;
 pub mod netns;
 mod setup;
 pub mod tree;
 
 pub use contained::{Contained, Exit, Spec};
 pub use containment::{Containment, Mode};
-pub use setup::{become_subreaper, ChildSetup};
+pub use setup::{become_subreaper, set_inheritable, settle_spawned, ChildSetup};
 
 /// How murmur starts itself again (keepers, the containment probe): the binary this process
 /// runs, whatever has become of the path it was started by.
 pub const SELF_EXE: &str = "/proc/self/exe";
 
-/// Held while a process is started from a capsule. A keeper inherits its status pipe because
-/// close-on-exec is lifted for its spawn; any other spawn in that moment would inherit the pipe
-/// too, and hold the keeper's report open for as long as it lived. Held for a spawn only,
-/// never across an await.
+/// Held while a process is started with descriptors it inherits. A keeper inherits its status
+/// pipe (a capsule its listener and control socket) because close-on-exec is lifted for its
+/// spawn; any other spawn in that moment would inherit them too, and hold them open for as long
+/// as it lived. Held for a spawn only, never across an await.
 static SPAWNING: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-fn spawning() -> std::sync::MutexGuard<'static, ()> {
+/// Takes [`SPAWNING`] for one spawn.
+pub fn spawning() -> std::sync::MutexGuard<'static, ()> {
     SPAWNING
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())

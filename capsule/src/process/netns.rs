@@ -48,14 +48,16 @@ pub fn loopback_up() -> Result<(), String> {
     Ok(())
 }
 
-/// Binds the proxy (127.0.0.1, an ephemeral port) and every forwarded port on 127.0.0.1 and,
-/// where the kernel has IPv6 loopback, [::1]. Answers the proxy's port and each listener with
-/// the port it stands for (0 for the proxy).
+/// Binds every forwarded port on 127.0.0.1 and, where the kernel has IPv6 loopback, [::1], then
+/// the proxy (127.0.0.1, an ephemeral port). Answers the proxy's port and each listener with
+/// the port it stands for (0 for the proxy), the proxy first.
+///
+/// The forwarded ports go first: the ephemeral port the kernel picks for the proxy comes from
+/// the range the capsule's own door port was picked from, so a proxy bound first could take
+/// the door's port in the fresh namespace (about one attempt in a few thousand failed so,
+/// `Address already in use`); bound last, it is given a port nothing forwarded needs.
 pub fn bind_listeners(forwards: &[u16]) -> Result<(u16, Vec<(u16, TcpListener)>), String> {
-    let proxy = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .map_err(|e| format!("binding the egress proxy inside the jail: {e}"))?;
-    let proxy_port = proxy.local_addr().map_err(|e| e.to_string())?.port();
-    let mut out = vec![(0, proxy)];
+    let mut out = Vec::new();
     for &port in forwards {
         let v4 = TcpListener::bind((Ipv4Addr::LOCALHOST, port))
             .map_err(|e| format!("forwarding 127.0.0.1:{port} into the jail: {e}"))?;
@@ -64,6 +66,10 @@ pub fn bind_listeners(forwards: &[u16]) -> Result<(u16, Vec<(u16, TcpListener)>)
             out.push((port, v6));
         }
     }
+    let proxy = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .map_err(|e| format!("binding the egress proxy inside the jail: {e}"))?;
+    let proxy_port = proxy.local_addr().map_err(|e| e.to_string())?.port();
+    out.insert(0, (0, proxy));
     Ok((proxy_port, out))
 }
 

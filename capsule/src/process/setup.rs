@@ -91,3 +91,80 @@ pub fn unblock_signals() {
 pub fn become_subreaper() {
     let _ = nix::sys::prctl::set_child_subreaper(true);
 }
+
+/// Lifts (`true`) or sets (`false`) close-on-exec on `fd`: a descriptor a process started with
+/// posix_spawn must inherit is made inheritable for that spawn only (under
+/// [`super::spawning`]), there being no code of the parent's between fork and exec to place it.
+pub fn set_inheritable(fd: RawFd, inheritable: bool) -> std::io::Result<()> {
+    // SAFETY: fcntl on a descriptor number only reads and sets its flags.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+    let flags = match inheritable {
+        true => flags & !libc::FD_CLOEXEC,
+        false => flags | libc::FD_CLOEXEC,
+    };
+    // SAFETY: as above.
+    if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFD, flags) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// What [`ChildSetup`] did between fork and exec, done by a child started with posix_spawn at
+/// its own start: each `(from, to)` descriptor it inherited moved to where it is expected,
+/// everything else it inherited beyond those marked close-on-exec, the signal mask emptied (a
+/// posix_spawn hands on the spawning thread's), and `signal` armed for its parent's death,
+/// checked against a parent (`parent`) that died before it was armed. Call first thing, before
+/// the process opens anything or starts a thread.
+pub fn settle_spawned(
+    fds: &[(RawFd, RawFd)],
+    death_signal: Signal,
+    parent: i32,
+) -> Result<(), String> {
+    // Out of the way first, so no move overwrites a descriptor still to be moved.
+    let mut moved = Vec::new();
+    for &(from, to) in fds {
+        // SAFETY: fcntl duplicates a descriptor this process inherited.
+        let high = unsafe { libc::fcntl(from, libc::F_DUPFD_CLOEXEC, 64) };
+        if high < 0 {
+            return Err(format!(
+                "descriptor {from} was not inherited: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        moved.push((from, high, to));
+    }
+    for &(from, _, _) in &moved {
+        // SAFETY: the inherited copy is closed; its duplicate stands in for it.
+        unsafe { libc::close(from) };
+    }
+    for &(_, high, to) in &moved {
+        // SAFETY: dup2 onto the expected number (inheritable, as the child expects), then the
+        // duplicate is closed.
+        unsafe {
+            if libc::dup2(high, to) < 0 {
+                return Err(format!(
+                    "placing descriptor {to}: {}",
+                    std::io::Error::last_os_error()
+                ));
+            }
+            libc::close(high);
+        }
+    }
+    let first_unplaced = fds.iter().map(|f| f.1).max().unwrap_or(2) + 1;
+    // SAFETY: close_range only sets flags on this process's own descriptors.
+    unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            first_unplaced as libc::c_uint,
+            libc::c_uint::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        );
+    }
+    unblock_signals();
+    nix::sys::prctl::set_pdeathsig(death_signal)
+        .map_err(|e| format!("cannot arm the parent-death signal: {e}"))?;
+    if nix::unistd::getppid().as_raw() != parent {
+        return Err("its parent ended before it started".into());
+    }
+    Ok(())
+}

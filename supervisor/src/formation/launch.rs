@@ -187,7 +187,9 @@ fn make_records(plan: &Plan, workdir: &Path, sessions: &[SessionId]) -> CliResul
 
 /// `formation.json` in each member's session folder: the formation, the member, every
 /// member's session (so that `mur trace show --formation` can find a launch's traces after it
-/// ended) and whom the member calls (which `mur top` draws).
+/// ended) and whom the member calls (which `mur top` draws). The roster (every member's
+/// session) is the same in each file: it is spelled once and set into each, not built again
+/// for every member.
 fn write_rosters(plan: &Plan, sessions: &[SessionId], dirs: &[PathBuf]) -> CliResult<()> {
     let Some(f) = &plan.formation else {
         return Ok(());
@@ -198,12 +200,18 @@ fn write_rosters(plan: &Plan, sessions: &[SessionId], dirs: &[PathBuf]) -> CliRe
         .zip(sessions)
         .map(|(m, s)| (m.name.clone(), Value::from(s.as_str())))
         .collect();
+    let roster = Value::Object(roster).to_string();
+    let text = |s: &str| Value::from(s).to_string();
+    let (name, version) = (text(&f.name), text(&f.version));
+    let entry = text(&plan.members[plan.entry].name);
     for (m, dir) in plan.members.iter().zip(dirs) {
-        let record = json!({
-            "formation": f.name, "version": f.version, "member": m.name,
-            "entry": plan.members[plan.entry].name, "members": roster, "calls": m.calls,
-        });
-        capsule::private::write(&dir.join(records::ROSTER), record.to_string().as_bytes())
+        let record = format!(
+            "{{\"formation\":{name},\"version\":{version},\"member\":{},\"entry\":{entry},\
+             \"members\":{roster},\"calls\":{}}}",
+            text(&m.name),
+            Value::from(m.calls.clone())
+        );
+        capsule::private::write(&dir.join(records::ROSTER), record.as_bytes())
             .map_err(|e| records_error(dir, e))?;
     }
     Ok(())
