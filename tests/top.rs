@@ -14,6 +14,9 @@ use serde_json::{json, Value};
 use support::*;
 
 const LONG: Duration = Duration::from_secs(30);
+/// Linux's signal numbers for stopping and continuing a process.
+const SIGSTOP: i32 = 19;
+const SIGCONT: i32 = 18;
 
 /// `mur top` in a tmux pane of its own server, killed with the test.
 struct Screen {
@@ -667,4 +670,28 @@ fn sigterm_ends_the_view_and_gives_the_terminal_back() {
     // Out of the alternate screen: the board is gone from the terminal.
     let after = screen.until("the board gone", |s| !s.contains("0 running"));
     assert!(!after.contains("mur top"), "{after}");
+}
+
+#[test]
+fn once_shows_a_door_that_does_not_answer_as_unreachable() {
+    let home = Home::new();
+    let (mut run, members) = Launch::start_formation(&home, &split(), &[]);
+    let left = members.iter().find(|m| m.name == "left").unwrap();
+    assert!(wait_until(LONG, || home
+        .home
+        .join("run")
+        .join(format!("{}.json", left.session))
+        .exists()));
+    let pid = record_pid(&home, &left.session);
+    // Stopped, its door accepts connections and answers nothing.
+    signal(pid, SIGSTOP);
+    let (code, out, err) = home.run(&["top", "--once"]);
+    signal(pid, SIGCONT);
+    assert_eq!(code, 0, "{err}");
+    assert!(line_of(&out, "├─ left").contains("unreachable"), "{out}");
+    assert!(line_of(&out, "├─ lead").contains("running"), "{out}");
+    assert!(line_of(&out, "└─ right").contains("running"), "{out}");
+    signal(run.pid(), 15);
+    assert!(run.wait_exit(LONG).is_some());
+    assert_nothing_left(&home, LONG);
 }

@@ -7,16 +7,26 @@ use super::{cells, feed};
 use crate::follow::JsonLines;
 use crate::listing::Entry;
 
-/// Reads every shown session once into `board`.
+/// Reads every shown session once into `board`: each door is asked at the same time, so a
+/// door that does not answer costs its own timeout once, not one per session.
 pub async fn fill(board: &mut Board) {
-    let shown: Vec<_> = board.capsules().map(|p| p.rec.clone()).collect();
-    for rec in shown {
-        let session = rec.session_id.clone();
-        let trace = rec.records.join("trace.jsonl");
-        for record in JsonLines::from_last(&trace, feed::TRACE_BACK).read_new() {
-            board.apply_trace(&session, &record);
+    let mut asked = tokio::task::JoinSet::new();
+    for rec in board.capsules().map(|p| p.rec.clone()) {
+        asked.spawn(async move {
+            let trace = rec.records.join("trace.jsonl");
+            let records = JsonLines::from_last(&trace, feed::TRACE_BACK).read_new();
+            (
+                rec.session_id.clone(),
+                records,
+                feed::list_tasks(&rec).await,
+            )
+        });
+    }
+    while let Some(Ok((session, records, tasks))) = asked.join_next().await {
+        for record in &records {
+            board.apply_trace(&session, record);
         }
-        match feed::list_tasks(&rec).await {
+        match tasks {
             Ok(tasks) => {
                 for task in tasks.iter().rev() {
                     board.apply_task(&session, task);
