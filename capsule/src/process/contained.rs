@@ -58,11 +58,10 @@ pub struct Contained {
     status: Option<tokio::task::JoinHandle<String>>,
     /// The capsule's end of the socket a jailed keeper hands its listeners over.
     jail: Option<OwnedFd>,
+    /// The keeper's namespaces: an attempt of its own (namespace mode).
+    namespaces: bool,
     /// A ready keeper's order pipe, until its order is sent (`ready`).
     order: Option<OwnedFd>,
-    /// The walls of an attempt in namespace mode: the next attempt's keeper is made ready with
-    /// them once this one ends.
-    walls: Option<Walls>,
 }
 
 /// A program and its arguments.
@@ -71,7 +70,8 @@ type Program = (OsString, Vec<OsString>);
 impl Contained {
     /// Starts `spec` under a keeper in `containment`, with piped stdin, stdout and stderr. In
     /// namespace mode the ready keeper (`ready`) is taken when it was built with these walls,
-    /// and one is made ready for the next attempt once this one ends.
+    /// and the next attempt's is started as soon as this one has its own: it builds its walls
+    /// while this attempt runs, and waits through the idle time after it.
     ///
     /// The keeper's parent-death signal fires when the *thread* that started it ends, so this
     /// must run on a thread that lives as long as the capsule (a runtime worker), never in
@@ -89,7 +89,7 @@ impl Contained {
             if let Some(mut keeper) = ready::take(&walls) {
                 match keeper.hand_over(&spec) {
                     Ok(()) => {
-                        keeper.walls = Some(walls);
+                        ready::prepare_soon(walls);
                         return Ok(keeper);
                     }
                     Err(_) => keeper.discard(),
@@ -100,8 +100,10 @@ impl Contained {
             spec.program.into(),
             spec.args.into_iter().map(Into::into).collect(),
         );
-        let mut keeper = Contained::start(namespaces, &walls, &spec.env, Some(program))?;
-        keeper.walls = namespaces.then_some(walls);
+        let keeper = Contained::start(namespaces, &walls, &spec.env, Some(program))?;
+        if namespaces {
+            ready::prepare_soon(walls);
+        }
         Ok(keeper)
     }
 
@@ -205,8 +207,8 @@ impl Contained {
             pid,
             status: Some(status),
             jail,
+            namespaces,
             order,
-            walls: None,
         })
     }
 
@@ -308,20 +310,22 @@ impl Contained {
 
     /// After the keeper is gone, whatever it left with this process (a subreaper) is swept: in
     /// fallback mode the orphans of a keeper that was killed outright, in namespace mode the
-    /// namespace's init, which lands here to be reaped when its keeper dies first. Then its
-    /// report is read.
+    /// namespace's init, which lands here to be reaped when its keeper dies first. A namespace
+    /// keeper that reported has nothing to sweep: its init wrote the report, and the init's end
+    /// waits for every process of its namespace to end. (A sweep also ends the keeper waiting
+    /// ready: the next task then starts one the ordinary way.)
     async fn settle(&mut self) -> Exit {
-        let me = std::process::id() as i32;
-        let _ = tokio::task::spawn_blocking(move || tree::sweep_below(me, Duration::from_secs(5)))
-            .await;
-        if let Some(walls) = self.walls.take() {
-            ready::prepare(walls);
-        }
-        let text = match self.status.take() {
-            Some(h) => h.await.unwrap_or_default(),
-            None => String::new(),
+        let report = if self.namespaces {
+            let report = self.report().await;
+            if report.is_none() {
+                self.sweep().await;
+            }
+            report
+        } else {
+            self.sweep().await;
+            self.report().await
         };
-        match text.lines().rev().find_map(Report::parse) {
+        match report {
             Some(Report::Exited(c)) => Exit::Exited(c),
             Some(Report::Signaled(s)) => Exit::Signaled(s),
             Some(Report::SpawnFailed(why)) => Exit::NotStarted(why),
@@ -330,6 +334,22 @@ impl Contained {
             }
             None => Exit::Ended,
         }
+    }
+
+    /// Ends and reaps every process below this one.
+    async fn sweep(&self) {
+        let me = std::process::id() as i32;
+        let _ = tokio::task::spawn_blocking(move || tree::sweep_below(me, Duration::from_secs(5)))
+            .await;
+    }
+
+    /// The keeper's status line, read to the pipe's end (the keeper and its init are gone).
+    async fn report(&mut self) -> Option<Report> {
+        let text = match self.status.take() {
+            Some(h) => h.await.unwrap_or_default(),
+            None => String::new(),
+        };
+        text.lines().rev().find_map(Report::parse)
     }
 }
 

@@ -1,7 +1,7 @@
 //! One keeper kept ready (issue 21): most of a jailed attempt's start is the keeper's own — its
-//! exec, its namespaces, its walls — and none of it depends on the task. So when an attempt
-//! ends, the next attempt's keeper is started at once with its fresh namespaces and walls built,
-//! and its init waits on a pipe for the program, arguments and environment (the task token
+//! exec, its namespaces, its walls — and none of it depends on the task. So as soon as an
+//! attempt has its keeper, the next attempt's keeper is started, builds fresh namespaces and
+//! walls while this attempt runs, and its init waits on a pipe for the program, arguments and environment (the task token
 //! among them: the `Order`). A task takes it if its walls are the ones it was built with, and
 //! hands the order over; anything else (no ready keeper, other walls, a keeper that died) starts
 //! one the ordinary way. A ready keeper is used once: every attempt still gets namespaces of its
@@ -80,6 +80,11 @@ pub(super) fn prepare(walls: Walls) {
     if let Some((_, old)) = old {
         old.discard();
     }
+}
+
+/// [`prepare`], once the caller has yielded: the attempt just started goes first.
+pub(super) fn prepare_soon(walls: Walls) {
+    tokio::spawn(async move { prepare(walls) });
 }
 
 /// Ends the ready keeper, and makes no other: the capsule is ending.
