@@ -108,9 +108,9 @@ fn detached_processes_end_with_the_answer(mode: &str) {
     assert!(trace_has(&home, &run.session, "task_end", &id));
     let capsule = capsule_pid(&run);
     assert_eq!(
-        descendants(capsule),
+        descendants_at_work(capsule),
         Vec::<u32>::new(),
-        "nothing below the capsule"
+        "nothing below the capsule but a keeper ready for the next task"
     );
     // The harness's environment leads to no other session's records.
     let answer = task["artifacts"][0]["parts"][0]["text"].as_str().unwrap();
@@ -148,7 +148,7 @@ fn detached_processes_end_with_a_cancel(mode: &str) {
     )));
     assert!(!alive(harness), "the harness outlived task_end");
     assert!(!alive(grandchild), "the grandchild outlived task_end");
-    assert_eq!(descendants(capsule_pid(&run)), Vec::<u32>::new());
+    assert_eq!(descendants_at_work(capsule_pid(&run)), Vec::<u32>::new());
 }
 
 /// Starts a task whose harness leaves a detached grandchild, and answers every process of the
@@ -164,6 +164,10 @@ fn launch_with_a_detached_grandchild(home: &Home, mode: &str) -> (Launch, Vec<u3
     ));
     let harness = wait_pid(&pidfile);
     let grandchild = wait_pid(&child);
+    if mode == "namespaces" {
+        // The next attempt's keeper, ready while this one runs: it must not survive either.
+        wait_ready_keeper(capsule_pid(&run));
+    }
     let mut all = vec![run.pid()];
     all.extend(descendants(run.pid()));
     assert!(
@@ -209,7 +213,9 @@ fn nothing_survives_kill_9_of_the_keeper(mode: &str) {
     let capsule = capsule_pid(&run);
     let keeper = descendants(capsule)
         .into_iter()
-        .find(|p| cmdline(*p).contains("__contain") && ppid(*p) == Some(capsule))
+        .find(|p| {
+            cmdline(*p).contains("__contain") && ppid(*p) == Some(capsule) && !ready_keeper(*p)
+        })
         .expect("the keeper is the capsule's child");
     signal(keeper, 9);
     let attempt: Vec<u32> = all
@@ -220,9 +226,9 @@ fn nothing_survives_kill_9_of_the_keeper(mode: &str) {
     assert!(wait_until(LONG, || attempt.iter().all(|p| !alive(*p))));
     // Dead, then reaped: the capsule's sweep collects what its keeper left.
     assert!(
-        wait_until(LONG, || descendants(capsule).is_empty()),
+        wait_until(LONG, || descendants_at_work(capsule).is_empty()),
         "left below the capsule: {:?}",
-        descendants(capsule)
+        descendants_at_work(capsule)
     );
     // The capsule goes on: its next task runs.
     let next = run.send("after the keeper was killed", false);
@@ -411,7 +417,7 @@ fn stop_reports_the_residue_proc_shows(mode: &str) {
         &id
     )));
     assert!(!alive(grandchild));
-    assert_eq!(descendants(capsule), Vec::<u32>::new());
+    assert_eq!(descendants_at_work(capsule), Vec::<u32>::new());
     let again = run.rpc("murmur.StopSession", json!({}));
     assert_eq!(again["result"]["canceled"], json!([]));
     assert_eq!(again["result"]["residue"], json!([]));
@@ -455,6 +461,97 @@ fn mur_install_names_the_containment(mode: &str) {
         }
     };
     assert_eq!(lines, expected);
+}
+
+/// The keeper kept ready below `capsule` for its next task (issue 21), once it is there:
+/// its pid, and its init's.
+fn wait_ready_keeper(capsule: u32) -> Vec<u32> {
+    let mut found = Vec::new();
+    let ready = wait_until(LONG, || {
+        found = descendants(capsule)
+            .into_iter()
+            .filter(|p| ready_keeper(*p))
+            .collect();
+        found.len() == 2
+    });
+    assert!(ready, "no keeper made ready below the capsule: {found:?}");
+    found
+}
+
+#[test]
+fn a_ready_keeper_is_used_once() {
+    let home = Home::new();
+    let run = launch(&home, &Fixture::default(), "namespaces");
+    let capsule = capsule_pid(&run);
+    let mut seen = Vec::new();
+    for round in 0..3 {
+        // Before the first task none is ready; after each, the next one waits. It is no task:
+        // the next task is taken, not refused as the capsule being busy.
+        let ready = (round > 0).then(|| wait_ready_keeper(capsule));
+        let said = run_in_harness(
+            &run,
+            "readlink /proc/self/ns/pid /proc/self/ns/net; echo $MURMUR_TASK_ID",
+        );
+        let lines: Vec<String> = said["out"]
+            .as_str()
+            .unwrap()
+            .lines()
+            .map(str::to_owned)
+            .collect();
+        assert_eq!(lines.len(), 3, "{said}");
+        let task = lines[2].clone();
+        // The task ran under the keeper that was waiting, with its own task's environment.
+        let start = home
+            .trace(&run.session)
+            .into_iter()
+            .find(|e| e["event_type"] == "harness_start" && e["task_id"] == task.as_str())
+            .unwrap();
+        if let Some(ready) = ready {
+            assert!(
+                ready.contains(&(start["pid"].as_u64().unwrap() as u32)),
+                "{start}"
+            );
+        }
+        seen.push((lines[0].clone(), lines[1].clone()));
+    }
+    // Three attempts, three PID namespaces and three network namespaces: none reused.
+    for (i, a) in seen.iter().enumerate() {
+        for b in &seen[i + 1..] {
+            assert!(
+                a.0 != b.0 && a.1 != b.1,
+                "a namespace was used twice: {seen:?}"
+            );
+        }
+    }
+    let pid_namespaces = seen.iter().filter(|s| s.0.starts_with("pid:[")).count();
+    let net_namespaces = seen.iter().filter(|s| s.1.starts_with("net:[")).count();
+    assert_eq!((pid_namespaces, net_namespaces), (3, 3), "{seen:?}");
+}
+
+#[test]
+fn nothing_survives_kill_9_of_a_capsule_with_a_keeper_ready() {
+    let home = Home::new();
+    let mut run = launch(&home, &Fixture::default(), "namespaces");
+    let done = run.send("one task, and a keeper is made ready for the next", false);
+    assert_eq!(
+        done["result"]["task"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
+    let capsule = capsule_pid(&run);
+    let ready = wait_ready_keeper(capsule);
+    // The proof below can see it: it carries the test's environment.
+    let mine = processes_of(&home);
+    assert!(ready.iter().all(|p| mine.contains(p)), "{ready:?} {mine:?}");
+    signal(capsule, 9);
+    assert!(
+        run.wait_exit(LONG).is_some(),
+        "mur run ends with its capsule"
+    );
+    assert_all_gone(
+        &home,
+        &ready,
+        "after kill -9 of a capsule with a keeper ready",
+    );
 }
 
 #[test]

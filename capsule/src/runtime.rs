@@ -113,7 +113,12 @@ pub fn main(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
             return exit::CANNOT_START;
         }
     };
-    rt.block_on(run(config, listener))
+    rt.block_on(async {
+        let code = run(config, listener).await;
+        // A keeper kept ready for a next task that will not come.
+        crate::process::ready::close();
+        code
+    })
 }
 
 fn slots(m: &manifest::Manifest) -> usize {

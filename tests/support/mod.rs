@@ -659,6 +659,25 @@ pub fn descendants(pid: u32) -> Vec<u32> {
     found
 }
 
+/// A keeper kept ready for a capsule's next task (`mur __contain --order-fd`), or its
+/// namespace's init, with nothing started under it yet: no task's process.
+pub fn ready_keeper(pid: u32) -> bool {
+    let waiting = |p: u32| {
+        let line = cmdline(p);
+        line.contains("__contain") && line.contains("--order-fd")
+    };
+    waiting(pid) && descendants(pid).into_iter().all(waiting)
+}
+
+/// Live descendants of `pid` but a ready keeper and its init ([`ready_keeper`]): what still
+/// runs of the tasks.
+pub fn descendants_at_work(pid: u32) -> Vec<u32> {
+    descendants(pid)
+        .into_iter()
+        .filter(|p| !ready_keeper(*p))
+        .collect()
+}
+
 /// The parent of `pid`, from /proc.
 pub fn ppid(pid: u32) -> Option<u32> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;

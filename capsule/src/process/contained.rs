@@ -3,7 +3,7 @@
 //! is told by it how the program ended.
 
 use std::ffi::OsString;
-use std::io::Read;
+use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
@@ -15,6 +15,7 @@ use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout};
 
 use super::containment::{Containment, Mode};
 use super::keeper::{KeeperArgs, Report};
+use super::ready::{self, Walls};
 use super::tree;
 
 /// How long the keeper has to end everything after SIGTERM before it is killed outright.
@@ -57,14 +58,62 @@ pub struct Contained {
     status: Option<tokio::task::JoinHandle<String>>,
     /// The capsule's end of the socket a jailed keeper hands its listeners over.
     jail: Option<OwnedFd>,
+    /// The keeper's namespaces: an attempt of its own (namespace mode).
+    namespaces: bool,
+    /// A ready keeper's order pipe, until its order is sent (`ready`).
+    order: Option<OwnedFd>,
 }
 
+/// A program and its arguments.
+type Program = (OsString, Vec<OsString>);
+
 impl Contained {
-    /// Starts `spec` under a keeper in `containment`, with piped stdin, stdout and stderr.
+    /// Starts `spec` under a keeper in `containment`, with piped stdin, stdout and stderr. In
+    /// namespace mode the ready keeper (`ready`) is taken when it was built with these walls,
+    /// and the next attempt's is started as soon as this one has its own: it builds its walls
+    /// while this attempt runs, and waits through the idle time after it.
     ///
     /// The keeper's parent-death signal fires when the *thread* that started it ends, so this
     /// must run on a thread that lives as long as the capsule (a runtime worker), never in
     /// `spawn_blocking`, whose idle threads exit and would take their keepers with them.
+    pub fn spawn(containment: &Containment, spec: Spec) -> std::io::Result<Contained> {
+        let namespaces = containment.mode == Mode::Namespaces;
+        let walls = Walls {
+            cwd: spec.cwd.clone(),
+            jail: spec.jail.clone().filter(|_| namespaces),
+            files: spec.files.clone().filter(|_| namespaces),
+            hide: containment.hidden.clone(),
+            env: ready::between_tasks(&spec.env),
+        };
+        if namespaces {
+            if let Some(mut keeper) = ready::take(&walls) {
+                match keeper.hand_over(&spec) {
+                    Ok(()) => {
+                        ready::prepare_soon(walls);
+                        return Ok(keeper);
+                    }
+                    Err(_) => keeper.discard(),
+                }
+            }
+        }
+        let program = (
+            spec.program.into(),
+            spec.args.into_iter().map(Into::into).collect(),
+        );
+        let keeper = Contained::start(namespaces, &walls, &spec.env, Some(program))?;
+        if namespaces {
+            ready::prepare_soon(walls);
+        }
+        Ok(keeper)
+    }
+
+    /// A keeper for the next attempt, built with `walls` and waiting for its order.
+    pub(super) fn ready(walls: &Walls) -> std::io::Result<Contained> {
+        Contained::start(true, walls, &walls.env, None)
+    }
+
+    /// Starts a keeper in `env` (nothing of this process's environment is inherited): with
+    /// `program`, or (`None`) ready, with an order pipe to send it on later.
     ///
     /// The keeper is started with posix_spawn (vfork and exec), not fork: a fork of the capsule
     /// copies its page tables and write-protects its whole heap, so every page the door's
@@ -74,58 +123,73 @@ impl Contained {
     /// The keeper is this very binary, started as `/proc/self/exe`: the file the capsule runs,
     /// never the path it was started by, which a harness running as the user could have
     /// replaced with a program of its own before the next attempt.
-    pub fn spawn(containment: &Containment, spec: Spec) -> std::io::Result<Contained> {
+    fn start(
+        namespaces: bool,
+        walls: &Walls,
+        env: &[(String, OsString)],
+        program: Option<Program>,
+    ) -> std::io::Result<Contained> {
         let (status_r, status_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
-        let namespaces = containment.mode == Mode::Namespaces;
-        let jail = match (&spec.jail, namespaces) {
-            (Some(_), true) => Some(nix::sys::socket::socketpair(
+        let jail = match walls.jail {
+            Some(_) => Some(nix::sys::socket::socketpair(
                 nix::sys::socket::AddressFamily::Unix,
                 nix::sys::socket::SockType::SeqPacket,
                 None,
                 nix::sys::socket::SockFlag::SOCK_CLOEXEC,
             )?),
-            _ => None,
+            None => None,
         };
+        let order = match program {
+            None => Some(nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?),
+            Some(_) => None,
+        };
+        let (program, args) = program.unwrap_or_default();
         let keeper_args = KeeperArgs {
             namespaces,
             net: jail.is_some(),
-            forward: spec.jail.clone().filter(|_| namespaces).unwrap_or_default(),
+            forward: walls.jail.clone().unwrap_or_default(),
             jail_fd: jail.as_ref().map(|(_, theirs)| theirs.as_raw_fd()),
-            files: spec.files.clone().filter(|_| namespaces),
+            files: walls.files.clone(),
             probe: false,
-            hide: containment.hidden.clone(),
+            order_fd: order.as_ref().map(|(theirs, _)| theirs.as_raw_fd()),
+            hide: walls.hide.clone(),
             status_fd: Some(status_w.as_raw_fd()),
             parent: Some(std::process::id() as i32),
-            program: spec.program.into(),
-            args: spec.args.into_iter().map(OsString::from).collect(),
+            program,
+            args,
         };
         let mut cmd = std::process::Command::new(super::SELF_EXE);
         cmd.args(keeper_args.to_args())
-            .current_dir(&spec.cwd)
+            .current_dir(&walls.cwd)
             .process_group(0)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         cmd.env_clear();
-        for (k, v) in &spec.env {
+        for (k, v) in env {
             cmd.env(k, v);
         }
-        // The keeper inherits the status pipe's write end: close-on-exec is lifted for this
-        // spawn only (no other spawn runs meanwhile: `spawning`), and this process's copy is
-        // closed right after.
+        // The keeper inherits the status pipe's write end (and the jail socket's and order
+        // pipe's other ends): close-on-exec is lifted for this spawn only (no other spawn runs
+        // meanwhile: `spawning`), and this process's copies are closed right after.
         let (jail, theirs) = match jail {
             Some((ours, theirs)) => (Some(ours), Some(theirs)),
+            None => (None, None),
+        };
+        let (order_theirs, order) = match order {
+            Some((theirs, ours)) => (Some(theirs), Some(ours)),
             None => (None, None),
         };
         let keeper = {
             let _alone = super::spawning();
             inheritable(&status_w)?;
-            if let Some(fd) = &theirs {
+            for fd in theirs.iter().chain(&order_theirs) {
                 inheritable(fd)?;
             }
             let keeper = tokio::process::Command::from(cmd).spawn();
             drop(status_w);
             drop(theirs);
+            drop(order_theirs);
             keeper
         };
         let mut keeper = keeper?;
@@ -143,7 +207,59 @@ impl Contained {
             pid,
             status: Some(status),
             jail,
+            namespaces,
+            order,
         })
+    }
+
+    /// True while a ready keeper is still there to take an order.
+    pub(super) fn waiting(&mut self) -> bool {
+        self.order.is_some() && matches!(self.keeper.try_wait(), Ok(None))
+    }
+
+    /// Sends a ready keeper its program: the spec's command and environment (the walls were
+    /// matched by `ready::take`). Written from a blocking thread: an order larger than the
+    /// pipe holds waits for the init to read it, and the pipe's end closes after it.
+    fn hand_over(&mut self, spec: &Spec) -> std::io::Result<()> {
+        let order = ready::Order {
+            program: spec.program.clone().into(),
+            args: spec.args.iter().map(Into::into).collect(),
+            env: spec
+                .env
+                .iter()
+                .map(|(k, v)| (k.into(), v.clone()))
+                .collect(),
+        };
+        let pipe = self
+            .order
+            .take()
+            .ok_or_else(|| std::io::Error::other("this keeper took its order"))?;
+        let bytes = order.encode();
+        tokio::task::spawn_blocking(move || {
+            let _ = std::fs::File::from(pipe).write_all(&bytes);
+        });
+        Ok(())
+    }
+
+    /// Ends a keeper no attempt will use: its order pipe closes (its init ends on reading
+    /// that), and SIGTERM ends the keeper, which takes its init with it; it is reaped in the
+    /// background, and killed if it does not end in time. Nothing is swept from here: another
+    /// attempt's keeper may be starting meanwhile.
+    pub(super) fn discard(mut self) {
+        self.order = None;
+        tree::signal_process(self.pid, Signal::SIGTERM);
+        let mut keeper = self;
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                if tokio::time::timeout(END_WITHIN, keeper.keeper.wait())
+                    .await
+                    .is_err()
+                {
+                    let _ = keeper.keeper.start_kill();
+                    let _ = keeper.keeper.wait().await;
+                }
+            });
+        }
     }
 
     /// A jailed program's ways out of its network namespace, as its keeper bound them inside:
@@ -194,17 +310,22 @@ impl Contained {
 
     /// After the keeper is gone, whatever it left with this process (a subreaper) is swept: in
     /// fallback mode the orphans of a keeper that was killed outright, in namespace mode the
-    /// namespace's init, which lands here to be reaped when its keeper dies first. Then its
-    /// report is read.
+    /// namespace's init, which lands here to be reaped when its keeper dies first. A namespace
+    /// keeper that reported has nothing to sweep: its init wrote the report, and the init's end
+    /// waits for every process of its namespace to end. (A sweep also ends the keeper waiting
+    /// ready: the next task then starts one the ordinary way.)
     async fn settle(&mut self) -> Exit {
-        let me = std::process::id() as i32;
-        let _ = tokio::task::spawn_blocking(move || tree::sweep_below(me, Duration::from_secs(5)))
-            .await;
-        let text = match self.status.take() {
-            Some(h) => h.await.unwrap_or_default(),
-            None => String::new(),
+        let report = if self.namespaces {
+            let report = self.report().await;
+            if report.is_none() {
+                self.sweep().await;
+            }
+            report
+        } else {
+            self.sweep().await;
+            self.report().await
         };
-        match text.lines().rev().find_map(Report::parse) {
+        match report {
             Some(Report::Exited(c)) => Exit::Exited(c),
             Some(Report::Signaled(s)) => Exit::Signaled(s),
             Some(Report::SpawnFailed(why)) => Exit::NotStarted(why),
@@ -213,6 +334,22 @@ impl Contained {
             }
             None => Exit::Ended,
         }
+    }
+
+    /// Ends and reaps every process below this one.
+    async fn sweep(&self) {
+        let me = std::process::id() as i32;
+        let _ = tokio::task::spawn_blocking(move || tree::sweep_below(me, Duration::from_secs(5)))
+            .await;
+    }
+
+    /// The keeper's status line, read to the pipe's end (the keeper and its init are gone).
+    async fn report(&mut self) -> Option<Report> {
+        let text = match self.status.take() {
+            Some(h) => h.await.unwrap_or_default(),
+            None => String::new(),
+        };
+        text.lines().rev().find_map(Report::parse)
     }
 }
 

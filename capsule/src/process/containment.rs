@@ -182,6 +182,7 @@ fn probe(mur: &Path, hidden: &[PathBuf]) -> Result<(), String> {
         jail_fd: None,
         files: None,
         probe: true,
+        order_fd: None,
         hide: hidden.to_vec(),
         status_fd: None,
         parent: None,

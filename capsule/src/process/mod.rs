@@ -7,8 +7,10 @@ mod contained;
 pub mod containment;
 pub mod files;
 pub mod keeper;
+mod keeper_args;
 mod lockdown;
 pub mod netns;
+pub mod ready;
 mod setup;
 pub mod tree;
 
