@@ -1,5 +1,5 @@
 //! `mur run`: read the manifest (a capsule, or a formation of them), check that this release
-//! can run every member, decide the containment, and hand the plan to `formation::launch`, which
+//! can run every member, decide the containment, and hand the plan to `formation::start`, which
 //! starts it, announces it and stops it cleanly (DESIGN §3, §7).
 
 use std::path::{Path, PathBuf};
@@ -137,5 +137,5 @@ pub async fn run(args: RunArgs) -> CliResult<i32> {
         json: args.json,
         containment,
     };
-    formation::launch::run(plan, options).await
+    formation::start::run(plan, options).await
 }

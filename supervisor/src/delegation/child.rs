@@ -18,7 +18,7 @@ use capsule::manifest::paths::normalize;
 use capsule::runtime::{CapsuleConfig, LaunchTask, READY_LINE};
 
 use super::{Parent, Running, Service};
-use crate::formation::launch::{copy_manifest, operator_token, read_stdout};
+use crate::formation::start::{copy_manifest, operator_token, read_stdout};
 use crate::launch;
 use crate::records::{self, RunningCapsule};
 use crate::tokens;

@@ -15,9 +15,9 @@ use capsule::clock::Millis;
 use capsule::manifest::OnMemberFailure;
 
 use super::failure;
-use super::launch::{read_stdout, Member};
 use super::plan::Plan;
 use super::restart::Decision;
+use super::start::{read_stdout, Member};
 use crate::client;
 use crate::delegation::Service;
 use crate::launch;
