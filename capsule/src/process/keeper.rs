@@ -93,15 +93,7 @@ fn status_channel(fd: RawFd) -> Option<File> {
 /// against a capsule that died before it was armed, and nothing else this process inherited
 /// beyond stdio going further than this process (marked close-on-exec, not closed).
 fn settle_in(parent: Option<i32>) -> Result<(), String> {
-    // SAFETY: close_range only sets flags on this process's own descriptors.
-    unsafe {
-        libc::syscall(
-            libc::SYS_close_range,
-            3 as libc::c_uint,
-            libc::c_uint::MAX,
-            libc::CLOSE_RANGE_CLOEXEC,
-        );
-    }
+    super::setup::cloexec_from(3);
     let Some(parent) = parent else {
         return Ok(());
     };

@@ -11,15 +11,7 @@ use std::ffi::{CString, OsString};
 /// unix sockets ([`deny_unix_sockets`]). The init needs none of it afterwards: it only waits,
 /// forwards signals to, and kills processes of its own user in its own namespace.
 pub(super) fn lock_down_init() -> std::io::Result<()> {
-    // SAFETY: close_range only sets flags on this process's own descriptors.
-    unsafe {
-        libc::syscall(
-            libc::SYS_close_range,
-            3 as libc::c_uint,
-            libc::c_uint::MAX,
-            libc::CLOSE_RANGE_CLOEXEC,
-        );
-    }
+    super::setup::cloexec_from(3);
     drop_capabilities()?;
     deny_unix_sockets()
 }

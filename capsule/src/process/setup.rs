@@ -38,12 +38,7 @@ impl ChildSetup {
                 }
                 // Whatever this process inherited itself goes no further (marked, not closed:
                 // the spawn's own error pipe must live until exec).
-                libc::syscall(
-                    libc::SYS_close_range,
-                    first_unplaced as libc::c_uint,
-                    libc::c_uint::MAX,
-                    libc::CLOSE_RANGE_CLOEXEC,
-                );
+                cloexec_from(first_unplaced as libc::c_uint);
                 unblock_signals();
                 if let Some(sig) = death {
                     if libc::prctl(libc::PR_SET_PDEATHSIG, sig as libc::c_ulong) != 0 {
@@ -151,15 +146,7 @@ pub fn settle_spawned(
         }
     }
     let first_unplaced = fds.iter().map(|f| f.1).max().unwrap_or(2) + 1;
-    // SAFETY: close_range only sets flags on this process's own descriptors.
-    unsafe {
-        libc::syscall(
-            libc::SYS_close_range,
-            first_unplaced as libc::c_uint,
-            libc::c_uint::MAX,
-            libc::CLOSE_RANGE_CLOEXEC,
-        );
-    }
+    cloexec_from(first_unplaced as libc::c_uint);
     unblock_signals();
     nix::sys::prctl::set_pdeathsig(death_signal)
         .map_err(|e| format!("cannot arm the parent-death signal: {e}"))?;
@@ -167,4 +154,19 @@ pub fn settle_spawned(
         return Err("its parent ended before it started".into());
     }
     Ok(())
+}
+
+/// Marks every descriptor from `first` up close-on-exec: what this process inherited goes no
+/// further than it (marked, not closed, so a spawn's own error pipe lives until exec). One
+/// syscall, async-signal-safe, so it may run between fork and exec.
+pub(super) fn cloexec_from(first: libc::c_uint) {
+    // SAFETY: close_range only sets flags on this process's own descriptors.
+    unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            first,
+            libc::c_uint::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        );
+    }
 }
