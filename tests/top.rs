@@ -695,3 +695,56 @@ fn once_shows_a_door_that_does_not_answer_as_unreachable() {
     assert!(run.wait_exit(LONG).is_some());
     assert_nothing_left(&home, LONG);
 }
+
+/// `mur watch` and `mur trace show` show what others wrote as `mur top` does: an escape
+/// sequence in a harness's answer or in a trace field reaches the terminal as text.
+#[test]
+fn watch_and_trace_show_print_escapes_as_text() {
+    let home = Home::new();
+    let run = start_fixture(&home, "murmur.yaml", &Fixture::default(), &[]);
+    let mut watch = home
+        .mur()
+        .args(["watch", &run.session])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let sink = lines.clone();
+    let out = watch.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(std::io::BufReader::new(out)).map_while(Result::ok) {
+            sink.lock().unwrap().push(line);
+        }
+    });
+    assert!(wait_until(LONG, || lines
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|l| l == "[connection-ack]")));
+    run.send("@echo \u{1b}]2;owned\u{7}\u{1b}[31mred", false);
+    let seen = wait_until(LONG, || {
+        lines
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains("^[]2;owned^G^[[31mred"))
+    });
+    let _ = watch.kill();
+    let _ = watch.wait();
+    let all = lines.lock().unwrap().join("\n");
+    assert!(seen, "{all}");
+    assert!(!all.contains('\u{1b}') && !all.contains('\u{7}'), "{all:?}");
+    // A trace field a harness controls (a failure's cause), read back by `mur trace show`.
+    let trace = home.write(
+        "hostile/trace.jsonl",
+        "{\"event_type\":\"a2a_task_received\",\"task_id\":\"tsk_0123456789ab\"}\n{\"event_type\":\"task_failed\",\"task_id\":\"tsk_0123456789ab\",\"cause\":\"\\u001b]2;owned\\u0007\\u202egnp.exe\"}\n",
+    );
+    let (code, shown, err) = home.run(&["trace", "show", trace.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(shown.contains("^[]2;owned^G\u{fffd}gnp.exe"), "{shown}");
+    assert!(
+        !shown.contains('\u{1b}') && !shown.contains('\u{202e}'),
+        "{shown:?}"
+    );
+}
