@@ -304,3 +304,56 @@ fn moved<'a, T>(items: &[&'a T], at: Option<usize>, by: isize) -> Option<&'a T> 
     let to = (from + by).clamp(0, items.len() as isize - 1) as usize;
     Some(items[to])
 }
+
+#[cfg(test)]
+mod tests {
+    use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+    use serde_json::json;
+
+    use super::*;
+    use crate::top::board::Scope;
+
+    fn key(c: char) -> KeyEvent {
+        KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE)
+    }
+
+    fn board() -> Board {
+        let rec = serde_json::from_value(json!({
+            "pid": 10, "supervisor_pid": 1, "url": "http://localhost:4001", "name": "worker",
+            "version": "0.1.0", "session_id": "ses_a", "records": "/nonexistent",
+            "formation": "split", "member": "left", "started_at": "2026-12-01T10:00:00.000Z",
+        }))
+        .unwrap();
+        let mut b = Board::new(Scope::Everything);
+        b.set_records(vec![rec]);
+        b
+    }
+
+    #[test]
+    fn cancel_with_no_live_task_says_so_and_asks_nothing() {
+        let mut b = board();
+        let mut view = View::new(false);
+        assert!(view.key(key('c'), &b).is_none());
+        assert_eq!(view.said, ["cancel: left has no live task"]);
+        b.apply_task(
+            "ses_a",
+            &json!({"id": "tsk_1", "status": {"state": "TASK_STATE_WORKING"}}),
+        );
+        match view.key(key('c'), &b) {
+            Some(Action::Cancel { task, .. }) => assert_eq!(task, "tsk_1"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_stop_is_asked_before_it_is_sent() {
+        let b = board();
+        let mut view = View::new(false);
+        assert!(view.key(key('s'), &b).is_none());
+        assert!(matches!(view.overlay, Some(Overlay::ConfirmStop { .. })));
+        assert!(matches!(view.key(key('y'), &b), Some(Action::Stop(_))));
+        assert!(view
+            .key(key('q'), &b)
+            .is_some_and(|a| matches!(a, Action::Quit)));
+    }
+}
