@@ -207,8 +207,11 @@ fn a_formation_whose_calls_form_a_cycle_launches_answers_and_leaves_nothing() {
             &std::fs::read_to_string(home.records(session).join("formation.json")).unwrap(),
         )
         .unwrap();
-        assert_eq!(roster["member"], name.as_str());
-        assert_eq!(roster["members"]["lead"], lead_session.as_str());
+        assert_eq!(roster["members"][name.as_str()], session.as_str());
+        assert_eq!(
+            roster["calls"],
+            json!({"lead": ["coder", "reviewer"], "coder": ["reviewer"], "reviewer": ["lead"]})
+        );
     }
     assert_eq!(processes_of(&home), Vec::<u32>::new());
     let left: Vec<_> = std::fs::read_dir(home.home.join("run")).unwrap().collect();
@@ -959,5 +962,267 @@ fn a_member_that_crashes_comes_back_on_its_port_until_its_cap() {
         err.contains("exited with status 137 after 3 restarts within 600 s, its cap (max_restarts); 0 of its tasks failed; stopping the formation (on_member_failure: stop)"),
         "{err}"
     );
+    assert_nothing_left(&home, LONG);
+}
+
+/// A launch creates what its records need and no more: for each member its session folder,
+/// trace, tokens and running record, and a wiring file only when it calls someone; one copy of
+/// each manifest file and one roster, linked into every member's folder; and no harness guide
+/// until a task needs one. On ext4 without a journal each new file costs more the more were
+/// created and deleted nearby, which made files the most of a 500-member launch's time
+/// (BENCHMARKS.md, "500 members").
+#[test]
+fn a_launch_creates_a_file_per_record_and_links_what_members_share() {
+    use std::collections::BTreeMap;
+    use std::os::unix::fs::MetadataExt;
+    let home = Home::new();
+    home.write("f/worker/murmur.yaml", &member(Fixture::default()));
+    home.write(
+        "f/lead/murmur.yaml",
+        &member(Fixture {
+            name: "lead",
+            ..Fixture::default()
+        }),
+    );
+    let workers: Vec<String> = (1..=5).map(|i| format!("w{i}")).collect();
+    let mut members = format!(
+        "    lead: {{ manifest: lead/murmur.yaml, calls: [{}] }}\n",
+        workers.join(", ")
+    );
+    for w in &workers {
+        members.push_str(&format!("    {w}: {{ manifest: worker/murmur.yaml }}\n"));
+    }
+    let manifest = home.write(
+        "f/formation.yaml",
+        &format!(
+            "formation:\n  name: wide\n  version: \"0.1.0\"\n  entry: lead\n  members:\n{members}"
+        ),
+    );
+    let run = Running::start(&home, &manifest, &[], &[]);
+    assert_eq!(run.members.len(), 6);
+
+    // Every regular file under MURMUR_HOME, by inode: (names, links).
+    let mut inodes: BTreeMap<(u64, u64), (Vec<String>, u64)> = BTreeMap::new();
+    let mut folders = vec![home.home.clone()];
+    while let Some(dir) = folders.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().map(Result::unwrap) {
+            let meta = std::fs::symlink_metadata(entry.path()).unwrap();
+            if meta.is_dir() {
+                folders.push(entry.path());
+            } else {
+                let name = entry
+                    .path()
+                    .strip_prefix(&home.home)
+                    .unwrap()
+                    .display()
+                    .to_string();
+                let at = inodes.entry((meta.dev(), meta.ino())).or_default();
+                at.0.push(name);
+                at.1 = meta.nlink();
+            }
+        }
+    }
+    let named = |suffix: &str| {
+        inodes
+            .values()
+            .filter(|(names, _)| names.iter().all(|n| n.ends_with(suffix)))
+            .collect::<Vec<_>>()
+    };
+    for suffix in ["/trace.jsonl", ".tokens"] {
+        let files = named(suffix);
+        assert_eq!(files.len(), 6, "one {suffix} a member: {inodes:?}");
+        assert!(files
+            .iter()
+            .all(|(names, links)| names.len() == 1 && *links == 1));
+    }
+    let records = inodes
+        .values()
+        .filter(|(names, _)| {
+            names
+                .iter()
+                .all(|n| n.starts_with("run/") && n.ends_with(".json"))
+        })
+        .count();
+    assert_eq!(records, 6, "one running record a member: {inodes:?}");
+    let wiring = named(".wiring");
+    let (lead_port, lead_session) = run.member("lead");
+    assert_eq!(
+        wiring.len(),
+        1,
+        "only the member that calls has a wiring file: {inodes:?}"
+    );
+    assert_eq!(wiring[0].0, [format!("run/{lead_session}.wiring")]);
+    let rosters = named("/formation.json");
+    assert_eq!(rosters.len(), 1, "one roster: {inodes:?}");
+    assert_eq!(
+        (rosters[0].0.len(), rosters[0].1),
+        (6, 6),
+        "in every folder"
+    );
+    let manifests = named("/manifest.yaml");
+    let mut shared: Vec<_> = manifests
+        .iter()
+        .map(|(names, links)| (names.len(), *links))
+        .collect();
+    shared.sort();
+    assert_eq!(
+        shared,
+        [(1, 1), (5, 5)],
+        "one copy per manifest file: {inodes:?}"
+    );
+    assert!(
+        named("/guide.md").is_empty(),
+        "no guide before a task: {inodes:?}"
+    );
+    assert_eq!(inodes.len(), 6 * 3 + 1 + 1 + 2, "{inodes:?}");
+
+    // Each member still reads what it is: a worker is a member that calls nobody, the lead
+    // calls each worker, and its guide appears when a task needs it.
+    let sent = bearer_rpc(
+        lead_port,
+        &token_of(&home, &lead_session, "operator"),
+        "SendMessage",
+        message("hi", false),
+    );
+    assert_eq!(
+        sent["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{sent}"
+    );
+    let guide = std::fs::read_to_string(home.records(&lead_session).join("guide.md")).unwrap();
+    assert!(
+        guide.contains(&format!("Members you may call: {}.", workers.join(", "))),
+        "{guide}"
+    );
+    let (w1_port, w1_session) = run.member("w1");
+    // A member that calls nobody is still a formation door: authenticated.
+    let anonymous = http(
+        w1_port,
+        "POST",
+        "/",
+        &[("Content-Type", "application/json"), ("A2A-Version", "1.0")],
+        br#"{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{}}"#,
+    );
+    assert_eq!(anonymous.status, 401);
+    let sent = bearer_rpc(
+        w1_port,
+        &token_of(&home, &w1_session, "member:lead"),
+        "SendMessage",
+        message("hi", false),
+    );
+    assert_eq!(
+        sent["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{sent}"
+    );
+    let guide = std::fs::read_to_string(home.records(&w1_session).join("guide.md")).unwrap();
+    assert!(guide.contains("Members you may call: none."), "{guide}");
+}
+
+/// `n` workers from one manifest, w0 the entry calling none.
+fn wide(home: &Home, n: usize) -> PathBuf {
+    home.write("f/worker/murmur.yaml", &member(Fixture::default()));
+    let members: String = (0..n)
+        .map(|i| format!("    w{i}: {{ manifest: worker/murmur.yaml }}\n"))
+        .collect();
+    home.write(
+        "f/formation.yaml",
+        &format!(
+            "formation:\n  name: wide\n  version: \"0.1.0\"\n  entry: w0\n  members:\n{members}"
+        ),
+    )
+}
+
+/// A formation's capsules are forked by a zygote (`capsule::process::zygote`), and are then
+/// what a spawn makes them: children of `mur run`, each leading its own process group, shown
+/// as `mur __capsule`, each serving its own door; the zygote is gone once the launch is
+/// announced.
+#[test]
+fn a_formations_capsules_are_children_of_mur_run_each_in_its_own_group() {
+    let home = Home::new();
+    let manifest = wide(&home, 12);
+    let run = Running::start(&home, &manifest, &[], &[]);
+    let supervisor = run.child.id();
+    let stat = |pid: u32| {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let fields: Vec<String> = text[text.rfind(')').map_or(0, |i| i + 2)..]
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect();
+        fields
+    };
+    let mut children = Vec::new();
+    let settled = wait_until(LONG, || {
+        children = descendants(supervisor)
+            .into_iter()
+            .filter(|p| *p != supervisor && ppid(*p) == Some(supervisor))
+            .collect();
+        children.len() == 12
+    });
+    assert!(
+        settled,
+        "12 capsules and nothing else below mur run: {children:?}"
+    );
+    for pid in &children {
+        let fields = stat(*pid);
+        assert_eq!(
+            fields[2],
+            pid.to_string(),
+            "capsule {pid} leads its own group"
+        );
+        assert!(cmdline(*pid).ends_with("__capsule "), "{}", cmdline(*pid));
+    }
+    let records: Vec<u32> = run
+        .members
+        .iter()
+        .map(|(_, _, session)| {
+            let text =
+                std::fs::read_to_string(home.home.join(format!("run/{session}.json"))).unwrap();
+            serde_json::from_str::<Value>(&text).unwrap()["pid"]
+                .as_u64()
+                .unwrap() as u32
+        })
+        .collect();
+    let (mut recorded, mut found) = (records.clone(), children.clone());
+    recorded.sort();
+    found.sort();
+    assert_eq!(recorded, found, "each member's record names its capsule");
+    for (name, port, session) in &run.members {
+        let answer = bearer_rpc(
+            *port,
+            &token_of(&home, session, "operator"),
+            "SendMessage",
+            message(&format!("hello {name}"), false),
+        );
+        assert_eq!(
+            answer["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+            "{answer}"
+        );
+    }
+}
+
+/// Killed while its members are still being started, `mur run` leaves nothing behind: not
+/// the zygote, not a capsule it forked, whatever moment the kill came.
+#[test]
+fn kill_9_of_mur_run_while_members_start_leaves_nothing() {
+    let home = Home::new();
+    let manifest = wide(&home, 60);
+    let mut child = home
+        .mur()
+        .args(["run", "--manifest"])
+        .arg(&manifest)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let run_dir = home.home.join("run");
+    let started = wait_until(LONG, || {
+        std::fs::read_dir(&run_dir).is_ok_and(|d| {
+            d.flatten()
+                .any(|e| e.path().extension().is_some_and(|x| x == "json"))
+        })
+    });
+    assert!(started, "no member was started");
+    signal(child.id(), 9);
+    let _ = child.wait();
     assert_nothing_left(&home, LONG);
 }

@@ -194,8 +194,8 @@ impl Errands {
             return Err(Refused::NotRunning);
         }
         open.no_answer = Some(reason);
-        let _ = open.over.send(true);
-        let _ = open.wind_down.send(true);
+        let _ = open.over.send_replace(true);
+        let _ = open.wind_down.send_replace(true);
         Ok(())
     }
 
@@ -208,7 +208,7 @@ impl Errands {
             let Some(open) = tasks.get_mut(task) else {
                 return Closed::default();
             };
-            let _ = open.over.send(true);
+            let _ = open.over.send_replace(true);
             open.in_flight = None;
             open.all_done.take()
         };
@@ -280,7 +280,7 @@ mod tests {
         let errands = Errands::default();
         let (task, cancel, _) = opened(&errands);
         let mut ticket = errands.begin(&task).unwrap();
-        let _ = cancel.send(true);
+        let _ = cancel.send_replace(true);
         tokio::time::timeout(Duration::from_secs(1), ticket.stop.fired())
             .await
             .expect("the stop fired");

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use tokio::signal::unix::{signal, SignalKind};
+use tokio::signal::unix::{signal, Signal, SignalKind};
 
 use crate::agent;
 use crate::auth::{TokenDigest, TokenTable};
@@ -22,7 +22,6 @@ use crate::session::Session;
 use crate::stream::EventLog;
 use crate::tasks::{Admission, Owner, Registry, TaskInput, TaskState, Viewer};
 use crate::trace::{Origin, Trace, TraceEvent};
-use crate::wiring::Wiring;
 
 /// What the supervisor hands a capsule process (as JSON in `MURMUR_CAPSULE_CONFIG`).
 #[derive(Serialize, Deserialize, Debug, Clone)]
@@ -45,9 +44,9 @@ pub struct CapsuleConfig {
     /// The folder of running-capsule records and token files, which harnesses must not see.
     #[serde(default)]
     pub run_dir: Option<PathBuf>,
-    /// A formation member's wiring file (`crate::wiring`); `None` for a capsule launched alone.
+    /// A formation member's wiring (`crate::wiring`); `None` for a capsule launched alone.
     #[serde(default)]
-    pub wiring: Option<PathBuf>,
+    pub wiring: Option<crate::wiring::Source>,
     /// Whether the supervisor's control socket is on `delegation::protocol::CONTROL_FD`.
     #[serde(default)]
     pub control: bool,
@@ -130,6 +129,13 @@ fn slots(m: &manifest::Manifest) -> usize {
 }
 
 async fn run(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
+    // Listening for SIGTERM (the supervisor's death, among others) comes first: until then a
+    // SIGTERM ends this process outright; from then on it is heard, however long the start.
+    let ends = Ends::listen();
+    if process::parent_is_gone() {
+        eprintln!("error: the capsule's supervisor ended before it started");
+        return exit::CANNOT_START;
+    }
     let mut manifest = match manifest::load(&config.manifest) {
         Ok(m) => m,
         Err(e) => {
@@ -144,7 +150,7 @@ async fn run(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
             return exit::CANNOT_START;
         }
     };
-    let wiring = match config.wiring.as_deref().map(Wiring::load).transpose() {
+    let wiring = match config.wiring.as_ref().map(|w| w.load()).transpose() {
         Ok(w) => w,
         Err(why) => {
             eprintln!("error: {why}");
@@ -186,19 +192,6 @@ async fn run(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
             return exit::CANNOT_START;
         }
     };
-    let members: Vec<&str> = wiring
-        .iter()
-        .flat_map(|w| w.callees.keys().map(String::as_str))
-        .collect();
-    if let Err(e) = agent::write_guide(
-        &config.records_dir,
-        &manifest.name,
-        &members,
-        &config.mur_exe,
-    ) {
-        eprintln!("error: cannot write the harness guide: {e}");
-        return exit::CANNOT_START;
-    }
     let listener = match listener
         .set_nonblocking(true)
         .and_then(|_| tokio::net::TcpListener::from_std(listener))
@@ -269,10 +262,10 @@ async fn run(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
     }
     let worker = worker.map(|w| tokio::spawn(agent::work(session.clone(), w, launch.clone())));
 
-    wait_for_end(&session).await;
+    ends.wait(&session).await;
     // Live tasks are canceled (their harnesses interrupted) before the door closes.
     session.cancel_all().await;
-    let _ = session.shutdown.send(true);
+    session.go_down();
     let _ = serving.await;
     trimming.abort();
     if let Some(worker) = worker {
@@ -376,7 +369,7 @@ fn admit_launch(session: &Session, launch: &LaunchTask) -> Option<crate::ids::Ta
                 .as_str()
                 .unwrap_or("task rejected");
             eprintln!("the launch's task was not taken: {why}");
-            let _ = session.shutdown.send(true);
+            session.go_down();
             Some(id)
         }
     }
@@ -392,19 +385,32 @@ async fn give_back_memory() {
     }
 }
 
-/// Returns on SIGTERM or SIGINT, or when the worker ends the session (`after_task: exit`).
-async fn wait_for_end(session: &Session) {
-    let mut ended = session.shutdown.subscribe();
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
-        let _ = ended.wait_for(|d| *d).await;
-        return;
-    };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
-        _ = ended.wait_for(|d| *d) => {}
+/// SIGTERM and SIGINT, listened for from the capsule's start (`None` if the runtime could
+/// not listen for them).
+struct Ends(Option<(Signal, Signal)>);
+
+impl Ends {
+    fn listen() -> Ends {
+        match (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) {
+            (Ok(term), Ok(int)) => Ends(Some((term, int))),
+            _ => Ends(None),
+        }
+    }
+
+    /// Returns on SIGTERM or SIGINT, or when the worker ends the session (`after_task: exit`).
+    async fn wait(self, session: &Session) {
+        let mut ended = session.shutdown.subscribe();
+        let Some((mut term, mut int)) = self.0 else {
+            let _ = ended.wait_for(|d| *d).await;
+            return;
+        };
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+            _ = ended.wait_for(|d| *d) => {}
+        }
     }
 }

@@ -56,7 +56,7 @@ pub struct Session {
     pub allow: Vec<String>,
     /// What each running task's helpers have in flight, and leave for its ending.
     pub errands: Errands,
-    /// Set once the capsule is going down.
+    /// Set once the capsule is going down ([`Session::go_down`]).
     pub shutdown: watch::Sender<bool>,
     /// The control socket to the supervisor, which starts and ends sub-capsules; `None` when
     /// the supervisor gave none (this capsule cannot delegate).
@@ -180,6 +180,13 @@ impl Session {
     }
 
     /// Resolves once the capsule is going down (at once if it already is).
+    /// Takes the capsule down: its door stops taking connections, its worker ends. Kept
+    /// (`send_replace`) even while nothing listens yet: a SIGTERM that comes as the door
+    /// starts must still close it once it does listen.
+    pub fn go_down(&self) {
+        self.shutdown.send_replace(true);
+    }
+
     pub async fn going_down(&self) {
         let mut rx = self.shutdown.subscribe();
         // The guard wait_for answers is dropped here, so callers stay Send.

@@ -2,11 +2,13 @@
 //! beside its token file (`$MURMUR_HOME/run/<session>.wiring`, hidden from harnesses like every
 //! token file) — which formation and member it is, and for each member it may call, that door's
 //! URL and the token of credential `member:<self>` on it. The capsule reads it once at start.
+//! A member that calls nobody holds no token, and gets its wiring in its config instead of a
+//! file ([`Source`]): one file fewer a member when a formation starts.
 //! The outbound allow list a member runs with is its manifest's `capabilities.network.allow`
 //! plus `localhost:<port>` of each callee, and nothing else ([`Wiring::allow`]).
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -47,6 +49,45 @@ pub struct Wiring {
     pub member: String,
     /// The members this one may call, by roster name.
     pub callees: BTreeMap<String, Callee>,
+}
+
+/// Where a capsule's config says its wiring is.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum Source {
+    /// The wiring file (`run/<session>.wiring`; on Kubernetes, the wiring Secret's file).
+    File(PathBuf),
+    /// A member that calls nobody: which formation and member it is. It holds no token, so
+    /// it may travel in the config, which is passed in the environment.
+    Uncalling { formation: String, member: String },
+}
+
+impl Source {
+    /// The wiring of a member with no callees in the config, any other in a file written by
+    /// `save` (which answers the file's path).
+    pub fn of<E>(
+        wiring: Wiring,
+        save: impl FnOnce(&Wiring) -> Result<PathBuf, E>,
+    ) -> Result<Source, E> {
+        match wiring.callees.is_empty() {
+            true => Ok(Source::Uncalling {
+                formation: wiring.formation,
+                member: wiring.member,
+            }),
+            false => save(&wiring).map(Source::File),
+        }
+    }
+
+    pub fn load(&self) -> Result<Wiring, String> {
+        match self {
+            Source::File(path) => Wiring::load(path),
+            Source::Uncalling { formation, member } => Ok(Wiring {
+                formation: formation.clone(),
+                member: member.clone(),
+                callees: BTreeMap::new(),
+            }),
+        }
+    }
 }
 
 impl Wiring {
@@ -156,5 +197,38 @@ mod tests {
     #[test]
     fn a_member_credential_is_spelled_as_the_spec_says() {
         assert_eq!(member_credential("lead"), "member:lead");
+    }
+
+    #[test]
+    fn only_a_wiring_with_callees_is_written_and_each_reads_back_whole() {
+        let dir = std::env::temp_dir().join(format!("murmur-wiring-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("w.wiring");
+        let save = |w: &Wiring| -> std::io::Result<PathBuf> {
+            std::fs::write(&file, serde_json::to_vec(w).unwrap())?;
+            Ok(file.clone())
+        };
+        let caller = Source::of(wiring(), save).unwrap();
+        assert_eq!(caller, Source::File(file.clone()));
+        assert_eq!(caller.load().unwrap(), wiring());
+
+        let alone = Wiring {
+            callees: BTreeMap::new(),
+            ..wiring()
+        };
+        let never = |_: &Wiring| -> std::io::Result<PathBuf> { panic!("nothing to write") };
+        let uncalling = Source::of(alone.clone(), never).unwrap();
+        assert_eq!(uncalling.load().unwrap(), alone);
+        // In the config: a path as before, or the member without a token in sight.
+        let json = serde_json::to_value(&uncalling).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"formation": "review", "member": "lead"})
+        );
+        let back: Source = serde_json::from_value(json).unwrap();
+        assert_eq!(back, uncalling);
+        let path: Source = serde_json::from_value(serde_json::json!("/run/x.wiring")).unwrap();
+        assert_eq!(path, Source::File("/run/x.wiring".into()));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

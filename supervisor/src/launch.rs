@@ -4,10 +4,10 @@
 
 use std::io::ErrorKind;
 use std::net::TcpListener;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream as StdUnixStream;
 use std::os::unix::process::CommandExt;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
@@ -16,6 +16,7 @@ use nix::unistd::Pid;
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use capsule::delegation::protocol::CONTROL_FD;
+use capsule::process::zygote::Zygote;
 use capsule::process::{self, tree};
 use capsule::runtime::{CapsuleConfig, CONFIG_ENV};
 
@@ -67,7 +68,8 @@ pub fn spawn_capsule(
     listener: &TcpListener,
     control: &StdUnixStream,
     config: &CapsuleConfig,
-) -> CliResult<Child> {
+    zygote: Option<&Zygote>,
+) -> CliResult<Spawned> {
     let json = serde_json::to_string(config).map_err(|e| {
         CliError::new(
             Code::CapsuleDidNotStart,
@@ -75,11 +77,17 @@ pub fn spawn_capsule(
             "report this bug",
         )
     })?;
+    if let Some(zygote) = zygote {
+        // A zygote that fails (it was killed, say) leaves the spawn below to do its work.
+        if let Ok(spawned) = fork_capsule(zygote, listener, control, &json) {
+            return Ok(spawned);
+        }
+    }
     let (listen_fd, control_fd) = (listener.as_raw_fd(), control.as_raw_fd());
     // This very binary, not the path it was started by: a harness running as the user may
     // have replaced that file before a sub-capsule starts.
     let mut cmd = Command::new(process::SELF_EXE);
-    cmd.arg("__capsule")
+    cmd.arg(crate::CAPSULE_SUBCOMMAND)
         .env(CONFIG_ENV, json)
         .env(LISTEN_FD_ENV, listen_fd.to_string())
         .env(CONTROL_FD_ENV, control_fd.to_string())
@@ -99,12 +107,53 @@ pub fn spawn_capsule(
         }
         spawned
     };
-    spawned.map_err(|e| {
+    let mut child = spawned.map_err(|e| {
         CliError::new(
             Code::CapsuleDidNotStart,
             format!("cannot start the capsule process: {e}"),
             "check that mur's binary is executable",
         )
+    })?;
+    Ok(Spawned {
+        pid: child.id() as i32,
+        stdout: child.stdout.take().map(OwnedFd::from),
+    })
+}
+
+/// A capsule just started: its pid (its process group's too) and its stdout's read end.
+pub struct Spawned {
+    pub pid: i32,
+    pub stdout: Option<OwnedFd>,
+}
+
+/// A formation's many capsules: forked by the zygote (`capsule::process::zygote`), with the
+/// same environment and descriptors a spawn gives. `None` for a launch of one capsule, which
+/// an exec starts as cheaply as it would start the zygote.
+pub fn zygote_for(members: usize) -> Option<Zygote> {
+    (members > 1)
+        .then(|| Zygote::start(&[crate::CAPSULE_SUBCOMMAND]))
+        .and_then(Result::ok)
+}
+
+fn fork_capsule(
+    zygote: &Zygote,
+    listener: &TcpListener,
+    control: &StdUnixStream,
+    json: &str,
+) -> std::io::Result<Spawned> {
+    let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+    let parent = std::process::id().to_string();
+    let pid = zygote.fork(
+        &[(CONFIG_ENV, json), (PARENT_ENV, &parent)],
+        write.as_fd(),
+        &[
+            (LISTEN_FD_ENV, listener.as_fd()),
+            (CONTROL_FD_ENV, control.as_fd()),
+        ],
+    )?;
+    Ok(Spawned {
+        pid,
+        stdout: Some(read),
     })
 }
 

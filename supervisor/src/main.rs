@@ -195,13 +195,27 @@ enum TraceCmd {
     },
 }
 
+/// `mur __capsule`: how `mur run` starts each capsule (`launch::spawn_capsule`).
+pub const CAPSULE_SUBCOMMAND: &str = "__capsule";
+
 fn main() {
     // The keeper of a harness attempt must stay single-threaded until it has entered its
     // namespaces, so it runs before anything else (and is not a clap command: its arguments
-    // after `--` are the harness's own).
+    // after `--` are the harness's own). A capsule takes no arguments, and starts by the
+    // hundred in a formation: it skips building the whole command line's parser.
     let mut args = std::env::args_os().skip(1);
-    if args.next().as_deref() == Some(std::ffi::OsStr::new(capsule::process::keeper::SUBCOMMAND)) {
-        std::process::exit(capsule::process::keeper::main(args));
+    match args.next() {
+        Some(a) if a == capsule::process::keeper::SUBCOMMAND => {
+            std::process::exit(capsule::process::keeper::main(args))
+        }
+        // A zygote stays single-threaded for as long as it lives: it forks capsules.
+        Some(a) if a == CAPSULE_SUBCOMMAND && args.next().is_none() => {
+            std::process::exit(match capsule::process::zygote::is_asked() {
+                true => capsule::process::zygote::main(capsule_main),
+                false => capsule_main(),
+            })
+        }
+        _ => {}
     }
     let cli = Cli::parse();
     match &cli.command {

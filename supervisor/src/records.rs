@@ -3,6 +3,7 @@
 //! a full id, a path to a trace.jsonl). Everything written here is private: folders 0700, files
 //! 0600 (`capsule::private`).
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -121,9 +122,29 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     fs::rename(tmp, path)
 }
 
+/// `to`, a new record with the contents of `from`, an existing one that is never written
+/// again: a hard link where the file system allows it, else a copy. A launch creates its
+/// members' records one after another, and on some file systems (ext4 without a journal) each
+/// new file costs more the more were created and deleted nearby, where a link creates none.
+pub fn share(from: &Path, to: &Path) -> std::io::Result<()> {
+    match fs::hard_link(from, to) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(e),
+        Err(_) => {
+            let mut source = fs::File::open(from)?;
+            std::io::copy(&mut source, &mut capsule::private::open(to, false)?).map(|_| ())
+        }
+    }
+}
+
+/// `run/<session_id>.json`: a running session's record.
+pub fn record_path(session_id: &str) -> PathBuf {
+    run_dir().join(format!("{session_id}.json"))
+}
+
 impl RunningCapsule {
     pub fn path(&self) -> PathBuf {
-        run_dir().join(format!("{}.json", self.session_id))
+        record_path(&self.session_id)
     }
 
     pub fn save(&self) -> std::io::Result<()> {
@@ -304,8 +325,9 @@ pub fn roster_rank(order: &[String], session_id: &str) -> (usize, String) {
     (at, session_id.to_owned())
 }
 
-/// A formation member's `formation.json` (written by `mur run` into its session folder): the
-/// formation, its entry and every member's session, in roster order.
+/// A formation member's `formation.json` (written by `mur run`, one file linked into every
+/// member's session folder): the formation, its entry, every member's session in roster order,
+/// and whom each member calls.
 #[derive(Deserialize, Debug, Clone)]
 pub struct Roster {
     pub formation: String,
@@ -313,12 +335,35 @@ pub struct Roster {
     pub entry: String,
     /// Member name → session id, in the order the formation lists its members.
     pub members: serde_json::Map<String, serde_json::Value>,
-    /// The members this file's member may call (absent from rosters written before `mur top`).
-    #[serde(default)]
-    pub calls: Vec<String>,
+    /// Member name → the members it may call; a member that calls nobody is absent. Absent
+    /// from rosters written before `mur top`; a list (the file's own member's) in the few
+    /// written while each member had a file of its own, which names nobody here.
+    #[serde(default, deserialize_with = "calls_by_member")]
+    calls: BTreeMap<String, Vec<String>>,
+}
+
+fn calls_by_member<'de, D>(d: D) -> Result<BTreeMap<String, Vec<String>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Calls {
+        ByMember(BTreeMap<String, Vec<String>>),
+        Other(serde::de::IgnoredAny),
+    }
+    Ok(match Calls::deserialize(d)? {
+        Calls::ByMember(calls) => calls,
+        Calls::Other(_) => BTreeMap::new(),
+    })
 }
 
 impl Roster {
+    /// The members `member` may call.
+    pub fn calls_of(&self, member: &str) -> Vec<String> {
+        self.calls.get(member).cloned().unwrap_or_default()
+    }
+
     /// (member, session id) in roster order.
     pub fn members(&self) -> Vec<(String, String)> {
         self.members

@@ -762,7 +762,18 @@ pub fn assert_nothing_left(home: &Home, limit: Duration) {
     let gone = wait_until(limit, || processes_of(home).is_empty());
     let left: Vec<String> = processes_of(home)
         .into_iter()
-        .map(|p| format!("{p} {}", cmdline(p)))
+        .map(|p| {
+            let status = std::fs::read_to_string(format!("/proc/{p}/status")).unwrap_or_default();
+            let keep = [
+                "State:", "PPid:", "Threads:", "SigBlk:", "SigIgn:", "SigCgt:",
+            ];
+            let status: Vec<&str> = status
+                .lines()
+                .filter(|l| keep.iter().any(|k| l.starts_with(k)))
+                .collect();
+            let wchan = std::fs::read_to_string(format!("/proc/{p}/wchan")).unwrap_or_default();
+            format!("{p} {} {status:?} wchan {wchan}", cmdline(p))
+        })
         .collect();
     assert!(gone, "left running: {left:?}");
 }

@@ -10,7 +10,7 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::Instant;
 
-pub use guide::write_guide;
+pub use guide::Guide;
 
 use crate::harness::{self, Attempt, Driver, Ending};
 use crate::ids::TaskId;
@@ -33,10 +33,20 @@ pub enum Worker {
 
 /// Runs tasks until the door closes, or until the first idle moment under `after_task: exit`.
 pub async fn work(session: Arc<Session>, worker: Worker, launch: Option<TaskId>) {
-    let guide = session.records_dir.join("guide.md");
+    let members: Vec<&str> = session
+        .wiring
+        .iter()
+        .flat_map(|w| w.callees.keys().map(String::as_str))
+        .collect();
+    let mut guide = Guide::new(
+        &session.records_dir,
+        &session.manifest.name,
+        &members,
+        &session.mur_exe,
+    );
     while let Some(task) = session.registry.next().await {
         let id = task.id.clone();
-        let outcome = run_task(&session, &worker, &guide, task).await;
+        let outcome = run_task(&session, &worker, &mut guide, task).await;
         let is_launch = launch.as_ref() == Some(&id);
         // A sub-capsule's answer is its parent's to tell, not the user's terminal's.
         if is_launch && session.completion.is_none() {
@@ -54,7 +64,7 @@ pub async fn work(session: Arc<Session>, worker: Worker, launch: Option<TaskId>)
         session.registry.release(&id);
         let exit = session.manifest.lifecycle.after_task == AfterTask::Exit;
         if completes || (exit && session.registry.is_idle()) {
-            let _ = session.shutdown.send(true);
+            session.go_down();
             break;
         }
     }
@@ -80,7 +90,7 @@ fn report_launch_outcome(outcome: &Outcome) {
 async fn run_task(
     session: &Arc<Session>,
     worker: &Worker,
-    guide: &std::path::Path,
+    guide: &mut Guide,
     task: Started,
 ) -> Outcome {
     let Started {
@@ -117,18 +127,25 @@ async fn run_task(
                 .resume
                 .as_ref()
                 .and_then(|_| session.harness_session(&conversation));
-            let attempt = Attempt {
-                task_id: id.as_str(),
-                context_id: &context_id,
-                message_id: &input.message_id,
-                prompt: &input.text,
-                token: &token,
-                resume,
-                guide,
-                max_turns: session.manifest.inference.max_turns,
+            // The guide's file is written when the first attempt needs it; a capsule that
+            // cannot write it fails the task that asked, saying where.
+            let ending = match guide.write() {
+                Err(why) => Ending::SpawnFailed(why),
+                Ok(()) => {
+                    let attempt = Attempt {
+                        task_id: id.as_str(),
+                        context_id: &context_id,
+                        message_id: &input.message_id,
+                        prompt: &input.text,
+                        token: &token,
+                        resume,
+                        guide: guide.path(),
+                        guide_text: guide.text(),
+                        max_turns: session.manifest.inference.max_turns,
+                    };
+                    harness::run(session, driver, containment, &attempt, canceled, wind_down).await
+                }
             };
-            let ending =
-                harness::run(session, driver, containment, &attempt, canceled, wind_down).await;
             session.revoke_task_tokens(&id);
             // Member calls still in flight are canceled, and recorded, before the task's end is.
             let errands = session.errands.close(&id).await;

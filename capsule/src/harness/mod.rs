@@ -100,6 +100,7 @@ pub struct Attempt<'a> {
     /// The context's harness session, when the driver can resume it.
     pub resume: Option<String>,
     pub guide: &'a Path,
+    pub guide_text: &'a str,
     pub max_turns: u32,
 }
 
@@ -227,20 +228,15 @@ fn build_spec(
     grant: &Grant,
     files: FilesWall,
 ) -> Option<Spec> {
-    let wants_text = |c: &String| c.contains("{guide_text}") || c.contains("{guide_toml}");
-    let guide_text = if d.command.iter().any(wants_text) {
-        std::fs::read_to_string(a.guide).unwrap_or_default()
-    } else {
-        String::new()
-    };
+    let guide_text = a.guide_text;
     let (program, rest) = d.command.split_first()?;
-    let mut args: Vec<String> = rest.iter().map(|s| expand(s, a, &guide_text)).collect();
+    let mut args: Vec<String> = rest.iter().map(|s| expand(s, a, guide_text)).collect();
     args.extend(d.preset.args.iter().cloned());
     if let (Some(model_args), Some(model)) = (&d.model_args, &session.manifest.inference.model) {
         args.extend(model_args.iter().map(|s| s.replace("{model}", model)));
     }
     if let (Some(resume), Some(_)) = (&d.resume, &a.resume) {
-        args.extend(resume.iter().map(|s| expand(s, a, &guide_text)));
+        args.extend(resume.iter().map(|s| expand(s, a, guide_text)));
     }
     if d.prompt == PromptMode::Arg {
         args.push(a.prompt.to_owned());
@@ -389,7 +385,7 @@ pub async fn run(
     };
     drop(stdin);
     drop(exits);
-    let _ = ended_tx.send(true);
+    let _ = ended_tx.send_replace(true);
     let transcript = joined(stdout).await;
     let stderr_tail = joined(stderr).await;
     let (code, signal) = match &exit {
@@ -734,7 +730,7 @@ async fn read_stdout(
                 line.clear();
                 let _ = turns.send(t.turns);
                 if t.turn_ended {
-                    let _ = turn_over.send(true);
+                    let _ = turn_over.send_replace(true);
                 }
             } else if line.len() < STDOUT_CAP {
                 line.push(b);

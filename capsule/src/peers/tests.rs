@@ -1002,3 +1002,19 @@ async fn a_member_credential_is_a_peer_whatever_its_headers_say() {
     assert_eq!(status, 200, "{body}");
     assert!(body["result"]["task"]["id"].is_string(), "{body}");
 }
+
+/// A capsule told to go down before its door has begun serving (a SIGTERM as it starts) still
+/// closes that door: the door hears it as it starts.
+#[tokio::test]
+async fn a_door_that_starts_after_its_session_went_down_closes_at_once() {
+    let sink = Shared::default();
+    let session = session_of("late", "", None, &sink);
+    session.go_down();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let door = Arc::new(Door::new(session, None));
+    let served = tokio::time::timeout(Duration::from_secs(10), door.serve(listener)).await;
+    assert!(
+        served.is_ok(),
+        "the door kept serving a session that went down"
+    );
+}

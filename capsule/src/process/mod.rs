@@ -13,10 +13,11 @@ pub mod netns;
 pub mod ready;
 mod setup;
 pub mod tree;
+pub mod zygote;
 
 pub use contained::{Contained, Exit, Spec};
 pub use containment::{Containment, Mode};
-pub use setup::{become_subreaper, set_inheritable, settle_spawned, ChildSetup};
+pub use setup::{become_subreaper, parent_is_gone, set_inheritable, settle_spawned, ChildSetup};
 
 /// How murmur starts itself again (keepers, the containment probe): the binary this process
 /// runs, whatever has become of the path it was started by.

@@ -5,6 +5,7 @@
 use std::os::fd::RawFd;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
+use std::sync::atomic::{AtomicI32, Ordering};
 
 use nix::sys::signal::Signal;
 
@@ -153,7 +154,19 @@ pub fn settle_spawned(
     if nix::unistd::getppid().as_raw() != parent {
         return Err("its parent ended before it started".into());
     }
+    PARENT.store(parent, Ordering::Relaxed);
     Ok(())
+}
+
+/// The parent [`settle_spawned`] checked; 0 when it was not called.
+static PARENT: AtomicI32 = AtomicI32::new(0);
+
+/// Whether the parent this process settled under has ended since. A process that catches its
+/// parent-death signal asks this once it listens for it: a signal that came before it
+/// listened, while a handler was already installed, is lost.
+pub fn parent_is_gone() -> bool {
+    let parent = PARENT.load(Ordering::Relaxed);
+    parent != 0 && nix::unistd::getppid().as_raw() != parent
 }
 
 /// Marks every descriptor from `first` up close-on-exec: what this process inherited goes no

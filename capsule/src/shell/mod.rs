@@ -148,7 +148,7 @@ impl Commands {
         };
         e.place = Place::Background;
         residue.enter(&e.command.task, e.command.residue());
-        let _ = e.command.moved.send(true);
+        let _ = e.command.moved.send_replace(true);
         true
     }
 
@@ -239,7 +239,7 @@ pub fn demote_task(session: &Session, task: &TaskId) {
 pub async fn end_all(session: &Session) {
     let commands = session.commands.all();
     for c in &commands {
-        let _ = c.end.send(true);
+        let _ = c.end.send_replace(true);
     }
     let all_ended = async {
         for c in &commands {

@@ -130,7 +130,7 @@ pub async fn start(service: &Arc<Service>, parent: &Parent, req: Request) -> Res
         completion_token: token_file,
         harness_url: None,
     };
-    let mut process = match launch::spawn_capsule(&listener, &theirs, &config) {
+    let process = match launch::spawn_capsule(&listener, &theirs, &config, None) {
         Ok(p) => p,
         Err(e) => {
             tokens::remove(&session);
@@ -140,8 +140,8 @@ pub async fn start(service: &Arc<Service>, parent: &Parent, req: Request) -> Res
     };
     drop(theirs);
     drop(listener);
-    let pid = process.id() as i32;
-    let stdout = read_stdout(&mut process);
+    let pid = process.pid;
+    let stdout = read_stdout(process.stdout);
     let record = RunningCapsule {
         pid: pid as u32,
         supervisor_pid: std::process::id(),

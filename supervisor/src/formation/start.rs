@@ -3,20 +3,22 @@
 //! and waited for, the lines announced, the entry's answer relayed; then `supervise` sees the
 //! launch through, and it ends here with nothing left running.
 
-use std::io::{BufRead, BufReader, Write};
+use std::collections::HashMap;
+use std::io::Write;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::Child;
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use serde_json::{json, Value};
+use tokio::net::unix::pipe::Receiver;
 
 use capsule::clock::Millis;
 use capsule::ids::SessionId;
 use capsule::process::Containment;
 use capsule::runtime::{CapsuleConfig, LaunchTask, READY_LINE};
+use capsule::wiring::Source;
 
 use super::plan::Plan;
 use super::restart::Restarts;
@@ -117,16 +119,6 @@ pub async fn run(plan: Plan, opts: Options) -> CliResult<i32> {
         cleanup.run();
         return Err(e);
     }
-    let started_at = Millis::now().rfc3339();
-    for m in &mut members {
-        m.record.started_at = started_at.clone();
-        if let Err(e) = m.record.save() {
-            eprintln!(
-                "warning: cannot write the running-capsule record of {}: {e}",
-                m.name
-            );
-        }
-    }
     announce(&plan, &opts, &members);
     for (i, m) in members.iter().enumerate() {
         let _ = m.stdout.relay.send(i == plan.entry);
@@ -143,14 +135,11 @@ pub async fn run(plan: Plan, opts: Options) -> CliResult<i32> {
         }
     }
     launch::sweep();
-    for m in &members {
-        m.record.remove();
-    }
     cleanup.run();
     Ok(code)
 }
 
-/// The session files a launch leaves in `run/` until it ends: tokens and wiring.
+/// The session files a launch leaves in `run/` until it ends: records, tokens and wiring.
 struct Cleanup {
     sessions: Vec<String>,
 }
@@ -158,6 +147,7 @@ struct Cleanup {
 impl Cleanup {
     fn run(&self) {
         for s in &self.sessions {
+            let _ = std::fs::remove_file(records::record_path(s));
             tokens::remove(s);
             wire::remove_wiring(s);
         }
@@ -172,47 +162,61 @@ fn records_error(dir: &Path, e: std::io::Error) -> CliError {
     )
 }
 
-/// Each member's session folder, with the manifest it was launched from.
+/// Each member's session folder, with the manifest it was launched from. Members launched
+/// from one manifest file share one copy, linked into each folder ([`records::share`]).
 fn make_records(plan: &Plan, workdir: &Path, sessions: &[SessionId]) -> CliResult<Vec<PathBuf>> {
     let mut dirs = Vec::new();
+    let mut copies: HashMap<&Path, PathBuf> = HashMap::new();
     for (m, session) in plan.members.iter().zip(sessions) {
         let dir = records::sessions_dir(workdir).join(session.as_str());
+        let to = dir.join("manifest.yaml");
         capsule::private::create_dir_under(&records::home(), &dir)
-            .and_then(|_| copy_manifest(&m.manifest.path, &dir.join("manifest.yaml")))
+            .and_then(|_| match copies.get(m.manifest.path.as_path()) {
+                Some(first) => records::share(first, &to),
+                None => copy_manifest(&m.manifest.path, &to),
+            })
             .map_err(|e| records_error(&dir, e))?;
+        copies.entry(m.manifest.path.as_path()).or_insert(to);
         dirs.push(dir);
     }
     Ok(dirs)
 }
 
-/// `formation.json` in each member's session folder: the formation, the member, every
-/// member's session (so that `mur trace show --formation` can find a launch's traces after it
-/// ended) and whom the member calls (which `mur top` draws). The roster (every member's
-/// session) is the same in each file: it is spelled once and set into each, not built again
-/// for every member.
+/// `formation.json` in each member's session folder: the formation, its entry, every member's
+/// session (so that `mur trace show --formation` can find a launch's traces after it ended)
+/// and whom each member calls (which `mur top` draws). It is the same for every member: written
+/// once, into the first member's folder, and linked into the others' ([`records::share`]).
 fn write_rosters(plan: &Plan, sessions: &[SessionId], dirs: &[PathBuf]) -> CliResult<()> {
     let Some(f) = &plan.formation else {
         return Ok(());
     };
-    let roster: serde_json::Map<String, Value> = plan
+    let members: serde_json::Map<String, Value> = plan
         .members
         .iter()
         .zip(sessions)
         .map(|(m, s)| (m.name.clone(), Value::from(s.as_str())))
         .collect();
-    let roster = Value::Object(roster).to_string();
-    let text = |s: &str| Value::from(s).to_string();
-    let (name, version) = (text(&f.name), text(&f.version));
-    let entry = text(&plan.members[plan.entry].name);
-    for (m, dir) in plan.members.iter().zip(dirs) {
-        let record = format!(
-            "{{\"formation\":{name},\"version\":{version},\"member\":{},\"entry\":{entry},\
-             \"members\":{roster},\"calls\":{}}}",
-            text(&m.name),
-            Value::from(m.calls.clone())
-        );
-        capsule::private::write(&dir.join(records::ROSTER), record.as_bytes())
-            .map_err(|e| records_error(dir, e))?;
+    let calls: serde_json::Map<String, Value> = plan
+        .members
+        .iter()
+        .filter(|m| !m.calls.is_empty())
+        .map(|m| (m.name.clone(), Value::from(m.calls.clone())))
+        .collect();
+    let roster = json!({
+        "formation": f.name,
+        "version": f.version,
+        "entry": plan.members[plan.entry].name,
+        "members": members,
+        "calls": calls,
+    });
+    let Some((first, rest)) = dirs.split_first() else {
+        return Ok(());
+    };
+    let written = first.join(records::ROSTER);
+    capsule::private::write(&written, roster.to_string().as_bytes())
+        .map_err(|e| records_error(first, e))?;
+    for dir in rest {
+        records::share(&written, &dir.join(records::ROSTER)).map_err(|e| records_error(dir, e))?;
     }
     Ok(())
 }
@@ -240,7 +244,15 @@ fn bind_all(plan: &Plan) -> CliResult<Vec<TcpListener>> {
         .collect()
 }
 
-/// Token files, wiring files, and each member's capsule config.
+fn credentials_error(what: &str, e: std::io::Error) -> CliError {
+    CliError::new(
+        Code::Records,
+        format!("cannot write the session's {what}: {e}"),
+        "check that $MURMUR_HOME is writable",
+    )
+}
+
+/// Wiring files, and each member's capsule config.
 fn write_credentials(
     plan: &Plan,
     opts: &Options,
@@ -249,21 +261,13 @@ fn write_credentials(
     urls: &[String],
     minted: &[Vec<Minted>],
 ) -> CliResult<Vec<CapsuleConfig>> {
-    let credentials_error = |e: std::io::Error| {
-        CliError::new(
-            Code::Records,
-            format!("cannot write the session's tokens: {e}"),
-            "check that $MURMUR_HOME is writable",
-        )
-    };
     let mut configs = Vec::new();
     for (i, m) in plan.members.iter().enumerate() {
         let session = sessions[i].as_str();
-        tokens::save(session, &minted[i]).map_err(credentials_error)?;
-        let wiring = match wire::wiring(plan, i, urls, minted) {
-            Some(w) => Some(wire::save_wiring(session, &w).map_err(credentials_error)?),
-            None => None,
-        };
+        let wiring = wire::wiring(plan, i, urls, minted)
+            .map(|w| Source::of(w, |w| wire::save_wiring(session, w)))
+            .transpose()
+            .map_err(|e| credentials_error("wiring", e))?;
         configs.push(CapsuleConfig {
             manifest: m.manifest.path.clone(),
             session_id: session.to_owned(),
@@ -297,11 +301,12 @@ fn spawn_all(
     service: &Arc<Service>,
 ) -> CliResult<Vec<Member>> {
     let mut members: Vec<Member> = Vec::new();
+    let zygote = launch::zygote_for(configs.len());
     for (i, mut config) in configs.into_iter().enumerate() {
         let m = &plan.members[i];
         let (ours, theirs) = launch::control_pair()?;
         config.control = true;
-        let spawned = launch::spawn_capsule(&listeners[i], &theirs, &config);
+        let spawned = launch::spawn_capsule(&listeners[i], &theirs, &config, zygote.as_ref());
         drop(theirs);
         let parent = Parent {
             session_id: sessions[i].to_string(),
@@ -321,7 +326,7 @@ fn spawn_all(
         if spawned.is_ok() {
             service.serve(parent, ours);
         }
-        let mut child = match spawned {
+        let child = match spawned {
             Ok(c) => c,
             Err(e) => {
                 for started in &members {
@@ -330,7 +335,10 @@ fn spawn_all(
                 return Err(e);
             }
         };
-        let pid = child.id() as i32;
+        let pid = child.pid;
+        // Its token file and record are written while it starts (the supervisor's files and
+        // the capsules' starts share the machine's cores): `mur ps` may meanwhile show its
+        // door as not yet answering, until `mur run` announces the launch.
         let record = RunningCapsule {
             pid: pid as u32,
             supervisor_pid: std::process::id(),
@@ -343,23 +351,36 @@ fn spawn_all(
             member: plan.is_formation().then(|| m.name.clone()),
             parent: None,
             delegation_id: None,
-            started_at: String::new(),
+            started_at: Millis::now().rfc3339(),
             restarts: 0,
             last_exit: None,
         };
+        let saved = tokens::save(sessions[i].as_str(), &minted[i]);
+        if let Err(e) = record.save() {
+            eprintln!(
+                "warning: cannot write the running-capsule record of {}: {e}",
+                m.name
+            );
+        }
         members.push(Member {
             name: m.name.clone(),
             pid,
             url: urls[i].clone(),
             session_id: sessions[i].to_string(),
             records: dirs[i].clone(),
-            stdout: read_stdout(&mut child),
+            stdout: read_stdout(child.stdout),
             operator: operator_token(&minted[i]),
             record,
             alive: true,
             restarts,
             respawn,
         });
+        if let Err(e) = saved {
+            for started in &members {
+                launch::terminate_group(started.pid, Signal::SIGKILL);
+            }
+            return Err(credentials_error("tokens", e));
+        }
     }
     Ok(members)
 }
@@ -371,34 +392,39 @@ pub(crate) fn operator_token(minted: &[Minted]) -> Option<String> {
         .map(|t| t.token.clone())
 }
 
-/// A member's stdout, read by a thread: its first line says it is ready; the rest (the launch
-/// task's answer, on the entry) is relayed once the launch is announced, or drained.
+/// A capsule's stdout: its first line (the ready line) for whoever waits for it, then the
+/// rest relayed to this process's stdout (the entry's answer) or drained. Read by a task on
+/// the supervisor's runtime rather than a thread per capsule: a formation starts hundreds.
 pub(crate) struct CapsuleStdout {
     pub(crate) first_line: mpsc::Receiver<String>,
     /// `true`: relay to this process's stdout; `false`: drain.
-    pub(crate) relay: mpsc::Sender<bool>,
+    pub(crate) relay: tokio::sync::mpsc::UnboundedSender<bool>,
 }
 
-pub(crate) fn read_stdout(child: &mut Child) -> CapsuleStdout {
+/// Reads a capsule's stdout pipe (see [`CapsuleStdout`]). Called on the runtime.
+pub(crate) fn read_stdout(stdout: Option<std::os::fd::OwnedFd>) -> CapsuleStdout {
+    use tokio::io::AsyncBufReadExt;
     let (line_tx, first_line) = mpsc::channel();
-    let (relay, go) = mpsc::channel::<bool>();
-    if let Some(from) = child.stdout.take() {
-        std::thread::spawn(move || {
-            let mut reader = BufReader::new(from);
-            let mut line = String::new();
-            if reader.read_line(&mut line).unwrap_or(0) == 0 {
-                return;
-            }
-            let _ = line_tx.send(line.trim_end().to_owned());
-            match go.recv() {
-                Ok(true) => {
-                    let _ = std::io::copy(&mut reader, &mut std::io::stdout());
+    let (relay, mut go) = tokio::sync::mpsc::unbounded_channel::<bool>();
+    let pipe = stdout.map(Receiver::from_owned_fd);
+    match pipe {
+        Some(Ok(pipe)) => {
+            tokio::spawn(async move {
+                let mut reader = tokio::io::BufReader::new(pipe);
+                let mut line = String::new();
+                if reader.read_line(&mut line).await.unwrap_or(0) == 0 {
+                    return;
                 }
-                _ => {
-                    let _ = std::io::copy(&mut reader, &mut std::io::sink());
-                }
-            }
-        });
+                let _ = line_tx.send(line.trim_end().to_owned());
+                let _ = match go.recv().await {
+                    Some(true) => tokio::io::copy(&mut reader, &mut tokio::io::stdout()).await,
+                    _ => tokio::io::copy(&mut reader, &mut tokio::io::sink()).await,
+                };
+            });
+        }
+        // Its waiter then hears that it ended before it was ready, and how it exited.
+        Some(Err(e)) => eprintln!("warning: cannot read a capsule's output: {e}"),
+        None => {}
     }
     CapsuleStdout { first_line, relay }
 }

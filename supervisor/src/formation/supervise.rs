@@ -237,23 +237,23 @@ fn respawn(m: &mut Member, service: &Arc<Service>) {
         return;
     };
     let started = launch::control_pair().and_then(|(ours, theirs)| {
-        let child = launch::spawn_capsule(&again.listener, &theirs, &again.config);
+        let child = launch::spawn_capsule(&again.listener, &theirs, &again.config, None);
         drop(theirs);
         if child.is_ok() {
             service.serve(again.parent.clone(), ours);
         }
         child
     });
-    let mut child = match started {
+    let child = match started {
         Ok(c) => c,
         Err(e) => {
             eprintln!("mur: member {} could not be started again: {e}", m.name);
             return;
         }
     };
-    m.pid = child.id() as i32;
+    m.pid = child.pid;
     m.alive = true;
-    m.stdout = read_stdout(&mut child);
+    m.stdout = read_stdout(child.stdout);
     // Only the entry's answer is relayed; a member's output is drained.
     let _ = m.stdout.relay.send(false);
     m.record.pid = m.pid as u32;

@@ -12,7 +12,7 @@ use capsule::door::CARD_PATH;
 use capsule::ids::SessionId;
 use capsule::process::containment;
 use capsule::runtime::{CapsuleConfig, CONFIG_ENV};
-use capsule::wiring::Wiring;
+use capsule::wiring::{Source, Wiring};
 
 use super::names::{Derived, Layout, ENV_SECRET};
 use super::secrets::WIRING_KEY;
@@ -52,7 +52,7 @@ pub fn capsule_config(layout: &Layout, i: usize, minted: &[Minted]) -> CapsuleCo
         // The capsule decides, as `MURMUR_CONTAINMENT` in the Deployment says.
         containment: None,
         run_dir: Some(PathBuf::from(SECRET_DIR)),
-        wiring: Some(Path::new(SECRET_DIR).join(WIRING_KEY)),
+        wiring: Some(Source::File(Path::new(SECRET_DIR).join(WIRING_KEY))),
         control: false,
         completion: None,
         completion_token: None,

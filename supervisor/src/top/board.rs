@@ -461,8 +461,8 @@ fn keep_shown(entries: Vec<Entry>, shown: &[String]) -> Vec<Entry> {
 
 /// The members a formation member may call, from the roster in its session folder.
 fn callees(rec: &RunningCapsule) -> Vec<String> {
-    match crate::records::roster(&rec.records) {
-        Ok(Some(roster)) => roster.calls,
+    match (crate::records::roster(&rec.records), &rec.member) {
+        (Ok(Some(roster)), Some(member)) => roster.calls_of(member),
         _ => Vec::new(),
     }
 }

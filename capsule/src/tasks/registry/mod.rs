@@ -191,7 +191,7 @@ impl Inner {
         self.queue.retain(|q| q != id);
         if let Some(control) = self.controls.get_mut(id) {
             control.reply = None;
-            let _ = control.cancel.send(true);
+            let _ = control.cancel.send_replace(true);
         }
         if let Some(task) = self.tasks.get_mut(id) {
             task.prompt = None;
