@@ -514,12 +514,23 @@ fn cancel_a_long_command(world: &World, manifest: &str) -> Vec<String> {
 fn claude_code_cancel_ends_a_running_command_in_band() {
     let Some(bin) = clis() else { return };
     let world = World::new(&bin);
-    let interrupts = cancel_a_long_command(&world, "worker-claude-code.yaml");
-    assert_eq!(
-        interrupts,
-        ["control_request"],
-        "no SIGINT fallback was needed"
-    );
+    // Claude Code has 1 s to act on the control request before the SIGINT fallback (the
+    // fallback working is correct too). On a loaded machine (this suite runs several CLIs at
+    // once) it can take longer; the in-band path is proven by a cancel that needed no
+    // fallback, so a few tries are given, each a whole cancel.
+    let mut tries = Vec::new();
+    for _ in 0..3 {
+        let interrupts = cancel_a_long_command(&world, "worker-claude-code.yaml");
+        assert_eq!(
+            interrupts.first().map(String::as_str),
+            Some("control_request")
+        );
+        if interrupts == ["control_request"] {
+            return;
+        }
+        tries.push(interrupts);
+    }
+    panic!("every cancel needed the SIGINT fallback: {tries:?}");
 }
 
 #[test]
