@@ -51,6 +51,18 @@ fn cycle(home: &Home, on_failure: &str, lead_after: &'static str) -> PathBuf {
     )
 }
 
+/// `f/lead/murmur.yaml` and `f/worker/murmur.yaml`, both queue members.
+fn write_lead_and_worker(home: &Home) {
+    home.write("f/worker/murmur.yaml", &member(Fixture::default()));
+    home.write(
+        "f/lead/murmur.yaml",
+        &member(Fixture {
+            name: "lead",
+            ..Fixture::default()
+        }),
+    );
+}
+
 /// A running formation: `mur run`, each member's port and session, and what it printed.
 struct Running {
     child: Child,
@@ -404,14 +416,7 @@ fn member_credentials_see_only_their_own_tasks() {
     let lead = token_of(&home, &coder, "member:lead");
     let operator = token_of(&home, &coder, "operator");
     // Every formation door is authenticated.
-    let anonymous = http(
-        coder_port,
-        "POST",
-        "/",
-        &[("Content-Type", "application/json"), ("A2A-Version", "1.0")],
-        br#"{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{}}"#,
-    );
-    assert_eq!(anonymous.status, 401);
+    assert_eq!(anonymous_status(coder_port), 401);
     let mine = bearer_rpc(
         coder_port,
         &lead,
@@ -854,14 +859,7 @@ fn pid_other_than(home: &Home, session: &str, old: u32) -> u32 {
 #[test]
 fn a_member_that_crashes_comes_back_on_its_port_until_its_cap() {
     let home = Home::new();
-    home.write("f/worker/murmur.yaml", &member(Fixture::default()));
-    home.write(
-        "f/lead/murmur.yaml",
-        &member(Fixture {
-            name: "lead",
-            ..Fixture::default()
-        }),
-    );
+    write_lead_and_worker(&home);
     let manifest = home.write(
         "f/formation.yaml",
         "formation:\n  name: up\n  version: \"0.1.0\"\n  entry: lead\n  members:\n    lead: { manifest: lead/murmur.yaml, calls: [coder] }\n    coder:\n      manifest: worker/murmur.yaml\n      restart: on_failure\n      max_restarts: 3\n      restart_window: 600\n",
@@ -976,14 +974,7 @@ fn a_launch_creates_a_file_per_record_and_links_what_members_share() {
     use std::collections::BTreeMap;
     use std::os::unix::fs::MetadataExt;
     let home = Home::new();
-    home.write("f/worker/murmur.yaml", &member(Fixture::default()));
-    home.write(
-        "f/lead/murmur.yaml",
-        &member(Fixture {
-            name: "lead",
-            ..Fixture::default()
-        }),
-    );
+    write_lead_and_worker(&home);
     let workers: Vec<String> = (1..=5).map(|i| format!("w{i}")).collect();
     let mut members = format!(
         "    lead: {{ manifest: lead/murmur.yaml, calls: [{}] }}\n",
@@ -1078,34 +1069,36 @@ fn a_launch_creates_a_file_per_record_and_links_what_members_share() {
 
     // Each member still reads what it is: a worker is a member that calls nobody, the lead
     // calls each worker, and its guide appears when a task needs it.
-    let sent = bearer_rpc(
-        lead_port,
-        &token_of(&home, &lead_session, "operator"),
-        "SendMessage",
-        message("hi", false),
-    );
-    assert_eq!(
-        sent["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
-        "{sent}"
-    );
-    let guide = std::fs::read_to_string(home.records(&lead_session).join("guide.md")).unwrap();
+    let guide = completed_then_guide(&home, lead_port, &lead_session, "operator");
     assert!(
         guide.contains(&format!("Members you may call: {}.", workers.join(", "))),
         "{guide}"
     );
     let (w1_port, w1_session) = run.member("w1");
     // A member that calls nobody is still a formation door: authenticated.
-    let anonymous = http(
-        w1_port,
+    assert_eq!(anonymous_status(w1_port), 401);
+    let guide = completed_then_guide(&home, w1_port, &w1_session, "member:lead");
+    assert!(guide.contains("Members you may call: none."), "{guide}");
+}
+
+/// The HTTP status of a ListTasks with no token.
+fn anonymous_status(port: u16) -> u16 {
+    http(
+        port,
         "POST",
         "/",
         &[("Content-Type", "application/json"), ("A2A-Version", "1.0")],
         br#"{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{}}"#,
-    );
-    assert_eq!(anonymous.status, 401);
+    )
+    .status
+}
+
+/// Sends a task to a member's door with `credential`'s token, checks it completed, and
+/// answers the guide its harness was given.
+fn completed_then_guide(home: &Home, port: u16, session: &str, credential: &str) -> String {
     let sent = bearer_rpc(
-        w1_port,
-        &token_of(&home, &w1_session, "member:lead"),
+        port,
+        &token_of(home, session, credential),
         "SendMessage",
         message("hi", false),
     );
@@ -1113,8 +1106,7 @@ fn a_launch_creates_a_file_per_record_and_links_what_members_share() {
         sent["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
         "{sent}"
     );
-    let guide = std::fs::read_to_string(home.records(&w1_session).join("guide.md")).unwrap();
-    assert!(guide.contains("Members you may call: none."), "{guide}");
+    std::fs::read_to_string(home.records(session).join("guide.md")).unwrap()
 }
 
 /// `n` workers from one manifest, w0 the entry calling none.
