@@ -460,21 +460,7 @@ fn the_formations_wiring_files_and_the_capsules_processes_are_out_of_reach() {
 fn mur_watch_names_each_egress_refusal() {
     let home = Home::new();
     let run = jailed(&home, "");
-    let mut watch = home
-        .mur()
-        .args(["watch", &run.session])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
-    let sink = lines.clone();
-    let out = watch.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        for line in std::io::BufRead::lines(std::io::BufReader::new(out)).map_while(Result::ok) {
-            sink.lock().unwrap().push(line);
-        }
-    });
+    let (mut watch, lines) = watch_lines(&home, &run.session);
     // The watch is connected once the door's connection-ack is printed.
     assert!(wait_until(Duration::from_secs(30), || lines
         .lock()

@@ -702,21 +702,7 @@ fn once_shows_a_door_that_does_not_answer_as_unreachable() {
 fn watch_and_trace_show_print_escapes_as_text() {
     let home = Home::new();
     let run = start_fixture(&home, "murmur.yaml", &Fixture::default(), &[]);
-    let mut watch = home
-        .mur()
-        .args(["watch", &run.session])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
-    let sink = lines.clone();
-    let out = watch.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        for line in std::io::BufRead::lines(std::io::BufReader::new(out)).map_while(Result::ok) {
-            sink.lock().unwrap().push(line);
-        }
-    });
+    let (mut watch, lines) = watch_lines(&home, &run.session);
     assert!(wait_until(LONG, || lines
         .lock()
         .unwrap()

@@ -791,6 +791,26 @@ pub fn assert_ps_prunes_run(home: &Home) {
     assert!(left.is_empty(), "{left:?}");
 }
 
+/// `mur watch SESSION`, running, and the lines it has printed so far (read by a thread).
+pub fn watch_lines(home: &Home, session: &str) -> (Child, Arc<Mutex<Vec<String>>>) {
+    let mut watch = home
+        .mur()
+        .args(["watch", session])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let lines = Arc::new(Mutex::new(Vec::<String>::new()));
+    let sink = lines.clone();
+    let out = watch.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(std::io::BufReader::new(out)).map_while(Result::ok) {
+            sink.lock().unwrap().push(line);
+        }
+    });
+    (watch, lines)
+}
+
 /// A process's command line, its arguments joined by spaces.
 pub fn cmdline(pid: u32) -> String {
     std::fs::read(format!("/proc/{pid}/cmdline"))
