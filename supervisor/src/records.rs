@@ -439,4 +439,43 @@ mod tests {
             "{amb}"
         );
     }
+
+    #[test]
+    fn a_roster_names_whom_each_member_calls_and_reads_older_forms() {
+        let shared = r#"{"formation":"f","version":"1","entry":"lead",
+            "members":{"lead":"ses_a","w":"ses_b"},"calls":{"lead":["w"]}}"#;
+        let roster: Roster = serde_json::from_str(shared).unwrap();
+        assert_eq!(roster.calls_of("lead"), ["w"]);
+        assert!(roster.calls_of("w").is_empty());
+        assert_eq!(roster.sessions(), ["ses_a", "ses_b"]);
+        // Written while each member had a file of its own: its own list, which names nobody.
+        let own = shared.replace(r#"{"lead":["w"]}"#, r#"["w"]"#);
+        let roster: Roster = serde_json::from_str(&own).unwrap();
+        assert!(roster.calls_of("lead").is_empty());
+        // Written before `mur top`: no calls at all.
+        let none = shared.replace(r#","calls":{"lead":["w"]}"#, "");
+        let roster: Roster = serde_json::from_str(&none).unwrap();
+        assert!(roster.calls_of("lead").is_empty());
+    }
+
+    #[test]
+    fn a_shared_record_is_linked_and_never_written_over() {
+        let dir = std::env::temp_dir().join(format!("murmur-share-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let (from, to) = (dir.join("a.json"), dir.join("b.json"));
+        fs::write(&from, "roster").unwrap();
+        share(&from, &to).unwrap();
+        assert_eq!(fs::read_to_string(&to).unwrap(), "roster");
+        use std::os::unix::fs::MetadataExt;
+        assert_eq!(
+            fs::metadata(&from).unwrap().ino(),
+            fs::metadata(&to).unwrap().ino()
+        );
+        let taken = dir.join("c.json");
+        fs::write(&taken, "mine").unwrap();
+        let refused = share(&from, &taken).unwrap_err();
+        assert_eq!(refused.kind(), std::io::ErrorKind::AlreadyExists);
+        assert_eq!(fs::read_to_string(&taken).unwrap(), "mine");
+        fs::remove_dir_all(&dir).unwrap();
+    }
 }
