@@ -8,6 +8,7 @@ mod support;
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -46,8 +47,12 @@ impl Screen {
         if !clients::usable("tmux", present) {
             return None;
         }
+        // A server per screen: a test that opens a second screen must not reach the first
+        // one's server while it is still going down ("server exited unexpectedly").
+        static SCREENS: AtomicUsize = AtomicUsize::new(0);
+        let n = SCREENS.fetch_add(1, Ordering::Relaxed);
         let screen = Screen {
-            socket: home.root.join("tmux.sock"),
+            socket: home.root.join(format!("tmux-{n}.sock")),
         };
         let mut cmd = vec![
             "env".to_owned(),
@@ -71,9 +76,13 @@ impl Screen {
             ])
             .args(&cmd)
             .current_dir(&home.work)
-            .status()
+            .output()
             .unwrap();
-        assert!(started.success(), "tmux did not start");
+        assert!(
+            started.status.success(),
+            "tmux did not start: {}",
+            String::from_utf8_lossy(&started.stderr)
+        );
         Some(screen)
     }
 
