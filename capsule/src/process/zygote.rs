@@ -18,12 +18,15 @@
 use std::io::{IoSlice, IoSliceMut};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
+use std::sync::Mutex;
+use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use nix::sys::socket::{
-    recvmsg, sendmsg, socketpair, AddressFamily, ControlMessage, ControlMessageOwned, MsgFlags,
-    SockFlag, SockType,
+    recvmsg, sendmsg, setsockopt, socketpair, sockopt, AddressFamily, ControlMessage,
+    ControlMessageOwned, MsgFlags, SockFlag, SockType,
 };
+use nix::sys::time::TimeVal;
 use serde::{Deserialize, Serialize};
 
 /// Where the zygote finds its socket, and the supervisor's pid (its parent, checked). It is
@@ -35,8 +38,10 @@ pub const PARENT_ENV: &str = "MURMUR_ZYGOTE_PARENT";
 const SOCKET_FD: RawFd = 3;
 /// The largest request: a capsule config is a few KiB; a datagram holds it whole or fails.
 const MAX_REQUEST: usize = 256 * 1024;
-/// At most this many descriptors a capsule (its stdout first).
-const MAX_FDS: usize = 8;
+/// The most descriptors one message can carry (the kernel's SCM_MAX_FD): room for all of them,
+/// so that none is ever cut off unread and left open here, where every capsule forked after
+/// would inherit it.
+const MAX_FDS: usize = 253;
 
 /// One capsule to fork.
 #[derive(Serialize, Deserialize)]
@@ -53,9 +58,19 @@ enum Reply {
     Failed(String),
 }
 
-/// The supervisor's end of a zygote.
+/// How long the supervisor waits for a zygote's answer before it gives the zygote up: a fork
+/// takes a millisecond; a zygote that is stopped (SIGSTOP) or wedged must not hang a launch.
+const ANSWER_WITHIN: Duration = Duration::from_secs(10);
+
+/// The supervisor's end of a zygote. A zygote that fails once (it died, was stopped, answered
+/// what cannot be read) is killed and never asked again: its requests and answers may be out
+/// of step, and the caller starts capsules another way.
 pub struct Zygote {
-    socket: OwnedFd,
+    /// `None` once given up. Held for one request and its answer, so that no answer is ever
+    /// read for another's request.
+    socket: Mutex<Option<OwnedFd>>,
+    /// Its pid, which leads its process group.
+    pid: i32,
 }
 
 impl Zygote {
@@ -82,8 +97,19 @@ impl Zygote {
             super::set_inheritable(fd, true).and_then(|()| cmd.spawn())
         };
         drop(theirs);
-        spawned?;
-        Ok(Zygote { socket: ours })
+        let child = spawned?;
+        Zygote::over(ours, child.id() as i32, ANSWER_WITHIN)
+    }
+
+    /// The supervisor's end on `socket`, to the zygote `pid`, each answer awaited `within`.
+    fn over(socket: OwnedFd, pid: i32, within: Duration) -> std::io::Result<Zygote> {
+        let bound = TimeVal::new(within.as_secs() as _, within.subsec_micros() as _);
+        setsockopt(&socket, sockopt::ReceiveTimeout, &bound)?;
+        setsockopt(&socket, sockopt::SendTimeout, &bound)?;
+        Ok(Zygote {
+            socket: Mutex::new(Some(socket)),
+            pid,
+        })
     }
 
     /// Forks a capsule: `env` set, `stdout` on its fd 1, and each of `fds` inherited, its
@@ -94,42 +120,90 @@ impl Zygote {
         stdout: BorrowedFd<'_>,
         fds: &[(&str, BorrowedFd<'_>)],
     ) -> std::io::Result<i32> {
-        let request = Request {
-            env: env
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            fd_env: fds.iter().map(|(k, _)| k.to_string()).collect(),
+        let mut held = self
+            .socket
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let Some(socket) = held.as_ref() else {
+            return Err(std::io::Error::other("the zygote was given up"));
         };
-        let bytes = serde_json::to_vec(&request).map_err(std::io::Error::other)?;
-        let raw: Vec<RawFd> = std::iter::once(stdout.as_raw_fd())
-            .chain(fds.iter().map(|(_, fd)| fd.as_raw_fd()))
-            .collect();
+        let answer = ask(socket, env, stdout, fds);
+        if answer.is_err() {
+            // SIGKILL also ends a stopped zygote, before it can fork what it was last asked.
+            super::tree::signal_group(self.pid, Signal::SIGKILL);
+            *held = None;
+        }
+        answer
+    }
+}
+
+/// One request and its answer; any failure leaves the zygote unusable.
+fn ask(
+    socket: &OwnedFd,
+    env: &[(&str, &str)],
+    stdout: BorrowedFd<'_>,
+    fds: &[(&str, BorrowedFd<'_>)],
+) -> std::io::Result<i32> {
+    let request = Request {
+        env: env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        fd_env: fds.iter().map(|(k, _)| k.to_string()).collect(),
+    };
+    let bytes = serde_json::to_vec(&request).map_err(std::io::Error::other)?;
+    let raw: Vec<RawFd> = std::iter::once(stdout.as_raw_fd())
+        .chain(fds.iter().map(|(_, fd)| fd.as_raw_fd()))
+        .collect();
+    // A socket with a timeout is not restarted after a signal (signal(7)): EINTR is retried.
+    retried(|| {
         sendmsg::<()>(
-            self.socket.as_raw_fd(),
+            socket.as_raw_fd(),
             &[IoSlice::new(&bytes)],
             &[ControlMessage::ScmRights(&raw)],
-            MsgFlags::empty(),
+            MsgFlags::MSG_NOSIGNAL,
             None,
-        )?;
-        let mut buf = [0u8; 4096];
+        )
+    })?;
+    let mut buf = [0u8; 4096];
+    let got = retried(|| {
         let mut iov = [IoSliceMut::new(&mut buf)];
-        let got = recvmsg::<()>(
-            self.socket.as_raw_fd(),
+        recvmsg::<()>(
+            socket.as_raw_fd(),
             &mut iov,
             None,
             MsgFlags::MSG_CMSG_CLOEXEC,
-        )?
-        .bytes;
-        if got == 0 {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::UnexpectedEof,
-                "the zygote has ended",
-            ));
-        }
-        match serde_json::from_slice(&buf[..got]).map_err(std::io::Error::other)? {
-            Reply::Pid(pid) => Ok(pid),
-            Reply::Failed(why) => Err(std::io::Error::other(why)),
+        )
+        .map(|m| m.bytes)
+    })
+    .map_err(|e| match e {
+        nix::errno::Errno::EAGAIN => std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!(
+                "the zygote did not answer within {} s",
+                ANSWER_WITHIN.as_secs()
+            ),
+        ),
+        e => e.into(),
+    })?;
+    if got == 0 {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            "the zygote has ended",
+        ));
+    }
+    match serde_json::from_slice(&buf[..got]).map_err(std::io::Error::other)? {
+        Reply::Pid(pid) => Ok(pid),
+        Reply::Failed(why) => Err(std::io::Error::other(why)),
+    }
+}
+
+/// `call`, again for as long as a signal interrupts it.
+fn retried<T>(mut call: impl FnMut() -> nix::Result<T>) -> nix::Result<T> {
+    loop {
+        match call() {
+            Err(nix::errno::Errno::EINTR) => continue,
+            done => return done,
         }
     }
 }
@@ -232,7 +306,7 @@ fn reply(answer: &Reply) -> nix::Result<usize> {
         SOCKET_FD,
         &[IoSlice::new(&bytes)],
         &[],
-        MsgFlags::empty(),
+        MsgFlags::MSG_NOSIGNAL,
         None,
     )
 }
@@ -279,4 +353,141 @@ fn child(request: &Request, mut fds: Vec<OwnedFd>, run: fn() -> i32) -> i32 {
 
 fn fd_number(fd: OwnedFd) -> RawFd {
     std::os::fd::IntoRawFd::into_raw_fd(fd)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::{Child, Command, Stdio};
+
+    /// A process standing in for the zygote's, in a group of its own, to see whether a zygote
+    /// given up is killed.
+    fn stand_in() -> Child {
+        Command::new("sleep")
+            .arg("60")
+            .process_group(0)
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("sleep starts")
+    }
+
+    fn pair() -> (OwnedFd, OwnedFd) {
+        socketpair(
+            AddressFamily::Unix,
+            SockType::SeqPacket,
+            None,
+            SockFlag::SOCK_CLOEXEC,
+        )
+        .expect("a socket pair")
+    }
+
+    fn fork_one(zygote: &Zygote) -> std::io::Result<i32> {
+        let null = std::fs::File::open("/dev/null").expect("/dev/null");
+        zygote.fork(&[("A", "1")], null.as_fd(), &[("B", null.as_fd())])
+    }
+
+    /// The signal that ended `child`, waited for (bounded); `None` if it still ran, then ended
+    /// here.
+    fn killed_by(mut child: Child) -> Option<i32> {
+        for _ in 0..500 {
+            if let Ok(Some(status)) = child.try_wait() {
+                return status.signal();
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        None
+    }
+
+    #[test]
+    fn a_zygote_that_has_ended_is_given_up_and_never_asked_again() {
+        let process = stand_in();
+        let (ours, theirs) = pair();
+        drop(theirs);
+        let zygote = Zygote::over(ours, process.id() as i32, Duration::from_secs(5)).unwrap();
+        assert!(fork_one(&zygote).is_err());
+        let again = fork_one(&zygote).unwrap_err();
+        assert_eq!(again.to_string(), "the zygote was given up");
+        assert_eq!(killed_by(process), Some(libc::SIGKILL));
+    }
+
+    #[test]
+    fn a_zygote_that_does_not_answer_is_given_up_after_the_bound() {
+        let process = stand_in();
+        let (ours, _theirs) = pair();
+        let zygote = Zygote::over(ours, process.id() as i32, Duration::from_millis(200)).unwrap();
+        let silent = fork_one(&zygote).unwrap_err();
+        assert_eq!(silent.kind(), std::io::ErrorKind::TimedOut, "{silent}");
+        assert!(silent.to_string().contains("did not answer"), "{silent}");
+        assert_eq!(killed_by(process), Some(libc::SIGKILL));
+    }
+
+    /// A zygote's side played by a thread: the request arrives whole, with its descriptors in
+    /// order; its answer is what `fork` returns; a refusal gives the zygote up.
+    #[test]
+    fn a_request_carries_its_environment_and_descriptors_and_the_answer_comes_back() {
+        let process = stand_in();
+        let (ours, theirs) = pair();
+        let zygote = Zygote::over(ours, process.id() as i32, Duration::from_secs(5)).unwrap();
+        let served = std::thread::spawn(move || {
+            let mut got = Vec::new();
+            for answer in [
+                Reply::Pid(4242),
+                Reply::Failed("cannot fork a capsule".into()),
+            ] {
+                let mut buf = vec![0u8; 4096];
+                let mut space = nix::cmsg_space!([RawFd; MAX_FDS]);
+                let mut iov = [IoSliceMut::new(&mut buf)];
+                let msg = recvmsg::<()>(
+                    theirs.as_raw_fd(),
+                    &mut iov,
+                    Some(&mut space),
+                    MsgFlags::MSG_CMSG_CLOEXEC,
+                )
+                .unwrap();
+                let fds: usize = msg
+                    .cmsgs()
+                    .unwrap()
+                    .map(|c| match c {
+                        ControlMessageOwned::ScmRights(raw) => {
+                            raw.iter()
+                                .for_each(|fd| drop(unsafe { OwnedFd::from_raw_fd(*fd) }));
+                            raw.len()
+                        }
+                        _ => 0,
+                    })
+                    .sum();
+                let bytes = msg.bytes;
+                let request: Request = serde_json::from_slice(&buf[..bytes]).unwrap();
+                got.push((request.env, request.fd_env, fds));
+                let reply = serde_json::to_vec(&answer).unwrap();
+                sendmsg::<()>(
+                    theirs.as_raw_fd(),
+                    &[IoSlice::new(&reply)],
+                    &[],
+                    MsgFlags::empty(),
+                    None,
+                )
+                .unwrap();
+            }
+            got
+        });
+        assert_eq!(fork_one(&zygote).unwrap(), 4242);
+        let refused = fork_one(&zygote).unwrap_err();
+        assert_eq!(refused.to_string(), "cannot fork a capsule");
+        let got = served.join().unwrap();
+        let one = (
+            vec![("A".to_owned(), "1".to_owned())],
+            vec!["B".to_owned()],
+            2,
+        );
+        assert_eq!(got, vec![one.clone(), one]);
+        assert_eq!(
+            fork_one(&zygote).unwrap_err().to_string(),
+            "the zygote was given up"
+        );
+        assert_eq!(killed_by(process), Some(libc::SIGKILL));
+    }
 }
