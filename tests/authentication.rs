@@ -382,3 +382,100 @@ fn mur_ps_prunes_the_record_and_tokens_of_a_launch_that_was_killed_outright() {
     assert_eq!((code, out.as_str()), (0, "no capsule is running\n"));
     assert!(!record.exists() && !tokens.exists(), "mur ps pruned both");
 }
+
+/// One response read off a kept connection: its status line and headers, and its body by its
+/// content-length.
+fn read_one(conn: &mut std::io::BufReader<std::net::TcpStream>) -> (String, Vec<u8>) {
+    use std::io::{BufRead, Read};
+    let mut head = String::new();
+    loop {
+        let mut line = String::new();
+        let n = conn.read_line(&mut line).expect("the door answers");
+        assert!(
+            n > 0,
+            "the door closed the connection instead of answering: {head}"
+        );
+        if line == "\r\n" {
+            break;
+        }
+        head.push_str(&line);
+    }
+    let length = head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-length:")
+                .map(|v| v.trim().to_owned())
+        })
+        .and_then(|v| v.parse::<usize>().ok())
+        .expect("a content-length");
+    let mut body = vec![0u8; length];
+    conn.read_exact(&mut body).unwrap();
+    (head, body)
+}
+
+/// A 401 is decided from the headers alone (step 2), before the body is read; the body is still
+/// taken off the connection, so a client that sends its body late, or reuses the connection with
+/// its token (as an HTTP client's auth flow does), is answered, not reset. A body declared too
+/// large to wait for is answered `connection: close`.
+#[test]
+fn a_request_refused_for_its_token_leaves_its_connection_usable() {
+    use std::io::{Read, Write};
+    let home = Home::new();
+    let door = Door::start(&home);
+    let port = door.run.port;
+    let body = request(
+        json!(7),
+        "GetTask",
+        json!({"id": "tsk_0000000000007000800000000000000a"}),
+    )
+    .to_string();
+    let head = |auth: &str, length: usize| {
+        format!(
+            "POST / HTTP/1.1\r\nHost: localhost:{port}\r\nContent-Type: application/json\r\n\
+             A2A-Version: 1.0\r\n{auth}Content-Length: {length}\r\n\r\n"
+        )
+    };
+    let stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    let mut writer = stream.try_clone().unwrap();
+    let mut conn = std::io::BufReader::new(stream);
+
+    // The headers alone, and the answer read before a byte of the body is sent.
+    writer.write_all(head("", body.len()).as_bytes()).unwrap();
+    let (refused, text) = read_one(&mut conn);
+    assert!(refused.starts_with("HTTP/1.1 401 "), "{refused}");
+    assert!(
+        !refused.to_ascii_lowercase().contains("connection: close"),
+        "{refused}"
+    );
+    let text: Value = serde_json::from_slice(&text).unwrap();
+    assert_eq!(text["error"], "unauthenticated");
+    writer.write_all(body.as_bytes()).unwrap();
+
+    // The same connection, now with the token: answered by the method.
+    let auth = format!("Authorization: {}\r\n", door.bearer("operator"));
+    writer
+        .write_all(format!("{}{body}", head(&auth, body.len())).as_bytes())
+        .unwrap();
+    let (answered, rpc) = read_one(&mut conn);
+    assert!(answered.starts_with("HTTP/1.1 200 "), "{answered}");
+    let rpc: Value = serde_json::from_slice(&rpc).unwrap();
+    assert_eq!(rpc["id"], 7);
+    assert_eq!(rpc["error"]["code"], -32001, "{rpc}");
+
+    // A body declared past what is waited for: the answer says the connection ends, and it does.
+    writer.write_all(head("", 1 << 20).as_bytes()).unwrap();
+    let (large, _) = read_one(&mut conn);
+    assert!(large.starts_with("HTTP/1.1 401 "), "{large}");
+    assert!(
+        large.to_ascii_lowercase().contains("connection: close"),
+        "{large}"
+    );
+    let mut rest = Vec::new();
+    // Ended by the door: EOF, or a reset for the body bytes it never read.
+    let _ = conn.read_to_end(&mut rest);
+    assert!(rest.is_empty(), "{}", String::from_utf8_lossy(&rest));
+}

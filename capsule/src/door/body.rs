@@ -37,6 +37,10 @@ pub const FREE: usize = 64 << 10;
 /// How much of the budget a large body takes at a time.
 const STEP: usize = 256 << 10;
 
+/// The most a request refused from its headers alone may still send, and the longest it may
+/// idle doing so, for its connection to be kept. Beyond them the connection is closed.
+const DISCARDED: usize = FREE;
+
 /// The budget is counted in KiB, so the largest limit fits a semaphore's `u32` permits.
 const UNIT: usize = 1 << 10;
 
@@ -133,4 +137,35 @@ impl BodyReader {
             share,
         })
     }
+}
+
+/// Reads and drops, in the background, the body of a request answered from its headers alone
+/// (a 401 is decided before the body is read, spec step 2). Answers whether the connection is
+/// kept: a body left unread makes hyper close it, and a close with bytes still arriving resets
+/// it, which can lose the answer on its way to the client and fails the next request a client
+/// sends on a connection it was never told is closing. A body declared past [`DISCARDED`] is
+/// not waited for: its answer says `connection: close`.
+pub fn discard(headers: &HeaderMap, mut body: Incoming) -> bool {
+    use hyper::body::Body;
+    if body.is_end_stream() {
+        return true;
+    }
+    let declared = headers
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > DISCARDED as u64) {
+        return false;
+    }
+    tokio::spawn(async move {
+        let mut seen = 0usize;
+        // Past the bound, an idle body or an error, dropping the body closes the connection.
+        while let Ok(Some(Ok(frame))) = tokio::time::timeout(IDLE, body.frame()).await {
+            seen += frame.data_ref().map_or(0, Bytes::len);
+            if seen > DISCARDED {
+                break;
+            }
+        }
+    });
+    true
 }

@@ -180,7 +180,9 @@ impl Door {
                             // Before anything is read or answered, the card included.
                             if let Err(refused) = hosts.check(req.headers()) {
                                 phase.waiting();
-                                return Ok::<_, Infallible>(http_refusal(refused));
+                                let (head, body) = req.into_parts();
+                                let resp = unread(http_refusal(refused), &head.headers, body);
+                                return Ok::<_, Infallible>(resp);
                             }
                             let resp = door.handle(req, &phase).await;
                             // A stream goes on answering; anything else is done with.
@@ -245,11 +247,12 @@ impl Door {
             credential: None,
         };
         if let Err(refusal) = check::run(self, &check::BEFORE_BODY, &mut inbound) {
-            return refusal_response(*refusal);
+            return unread(refusal_response(*refusal), &inbound.headers, body);
         }
         let read = match self.bodies.read(&inbound.headers, body).await {
             Ok(read) => read,
-            Err(refusal) => return http_refusal(refusal),
+            // What was sent of the body is not all read: the connection ends with this answer.
+            Err(refusal) => return closing(http_refusal(refusal)),
         };
         inbound.body = read.bytes;
         phase.answering();
@@ -354,6 +357,23 @@ fn http_refusal(r: HttpRefusal) -> HttpResponse {
     {
         resp.headers_mut().insert(WWW_AUTHENTICATE, v);
     }
+    resp
+}
+
+/// An answer given from a request's headers alone: its body is discarded
+/// ([`body::discard`]), or the answer says the connection closes.
+fn unread(resp: HttpResponse, headers: &hyper::HeaderMap, body: Incoming) -> HttpResponse {
+    match body::discard(headers, body) {
+        true => resp,
+        false => closing(resp),
+    }
+}
+
+/// `resp`, saying that its connection ends with it, so that no client sends another request
+/// on it.
+fn closing(mut resp: HttpResponse) -> HttpResponse {
+    resp.headers_mut()
+        .insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
     resp
 }
 

@@ -16,7 +16,7 @@ use hyper::body::Incoming;
 use hyper::{Request, StatusCode};
 use serde_json::Value;
 
-use super::{plain_error, Door, HttpResponse};
+use super::{closing, plain_error, unread, Door, HttpResponse};
 use crate::operations::args::{optional_text, text, wait_within};
 use crate::operations::Refusal;
 
@@ -44,30 +44,36 @@ const HELPERS: [(&str, Helper); 5] = [
 ];
 
 pub async fn handle(door: &Door, req: Request<Incoming>) -> HttpResponse {
-    let token = req
-        .headers()
+    let (head, body) = req.into_parts();
+    let token = head
+        .headers
         .get(hyper::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::to_owned);
     let Some(task) = token.and_then(|t| door.session.task_for_token(&t)) else {
-        return plain_error(
+        let refused = plain_error(
             StatusCode::UNAUTHORIZED,
             "invalid_token",
             "MURMUR_TASK_TOKEN is missing or belongs to no running task of this capsule",
         );
+        return unread(refused, &head.headers, body);
     };
     let helper = HELPERS
         .iter()
-        .find(|(path, _)| *path == req.uri().path())
+        .find(|(path, _)| *path == head.uri.path())
         .map(|(_, h)| *h)
-        .filter(|_| req.method() == hyper::Method::POST);
+        .filter(|_| head.method == hyper::Method::POST);
     let Some(helper) = helper else {
-        return plain_error(StatusCode::NOT_FOUND, "not_found", "no such helper");
+        let refused = plain_error(StatusCode::NOT_FOUND, "not_found", "no such helper");
+        return unread(refused, &head.headers, body);
     };
-    let body = match Limited::new(req.into_body(), BODY_LIMIT).collect().await {
+    let body = match Limited::new(body, BODY_LIMIT).collect().await {
         Ok(b) => b.to_bytes(),
-        Err(_) => return plain_error(StatusCode::BAD_REQUEST, "bad_request", "body too large"),
+        Err(_) => {
+            let refused = plain_error(StatusCode::BAD_REQUEST, "bad_request", "body too large");
+            return closing(refused);
+        }
     };
     let Ok(Value::Object(body)) = serde_json::from_slice::<Value>(&body) else {
         return bad_request("a helper's request is a JSON object");
