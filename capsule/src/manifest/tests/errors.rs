@@ -513,12 +513,11 @@ fn e010_a_manifest_over_1_mib() {
 fn e010_files_are_refused_before_they_are_read_whole() {
     let root = super::tree("too-large", &[("w/.env", "A=1\n")]);
     let manifest = root.join("w/murmur.yaml");
-    // A sparse 2 GiB file: reading it would take seconds and 2 GiB of memory.
+    // A sparse 2 GiB file: refused on its size (the sentence gives it), not read; /dev/zero
+    // below, which never ends, shows that no read goes past the limit.
     let file = std::fs::File::create(&manifest).unwrap();
     file.set_len(2 << 30).unwrap();
-    let started = std::time::Instant::now();
     let err = load(&manifest).unwrap_err();
-    assert!(started.elapsed() < std::time::Duration::from_secs(1));
     assert_eq!(err.code(), ErrorCode::TooLarge);
     assert_eq!(
         err.sentence(),
@@ -558,8 +557,8 @@ fn e010_files_are_refused_before_they_are_read_whole() {
 fn e011_nesting_past_64_levels() {
     let hint = "a manifest nests at most 64 levels (its own keys need 6); check for unclosed [ or \
                 {, or flatten the structure";
+    // 100,000 levels would overflow the stack of a parser that descended them: refused at 65.
     let flow = format!("{}\n", "[".repeat(100_000));
-    let started = std::time::Instant::now();
     let err = refused(
         &flow,
         ErrorCode::TooDeep,
@@ -569,7 +568,6 @@ fn e011_nesting_past_64_levels() {
              nested more than 64 levels deep\n  hint: {hint}"
         ),
     );
-    assert!(started.elapsed() < std::time::Duration::from_secs(1));
     assert_eq!((err.line(), err.column()), (Some(1), Some(65)));
     // Block nesting counts too: 65 mappings, each indented under the last.
     let block: String = (0..65)
