@@ -37,8 +37,9 @@ pub const FREE: usize = 64 << 10;
 /// How much of the budget a large body takes at a time.
 const STEP: usize = 256 << 10;
 
-/// The most a request refused from its headers alone may still send, and the longest it may
-/// idle doing so, for its connection to be kept. Beyond them the connection is closed.
+/// The most a request refused from its headers alone may still send for its connection to be
+/// kept; it sends it within [`DEADLINE`], never idle past [`IDLE`], or the connection is
+/// closed.
 const DISCARDED: usize = FREE;
 
 /// The budget is counted in KiB, so the largest limit fits a semaphore's `u32` permits.
@@ -157,15 +158,19 @@ pub fn discard(headers: &HeaderMap, mut body: Incoming) -> bool {
     if declared.is_some_and(|n| n > DISCARDED as u64) {
         return false;
     }
-    tokio::spawn(async move {
+    // Past the bound, the deadline, an idle body or an error, dropping the body closes the
+    // connection.
+    let drained = async move {
         let mut seen = 0usize;
-        // Past the bound, an idle body or an error, dropping the body closes the connection.
         while let Ok(Some(Ok(frame))) = tokio::time::timeout(IDLE, body.frame()).await {
             seen += frame.data_ref().map_or(0, Bytes::len);
             if seen > DISCARDED {
                 break;
             }
         }
+    };
+    tokio::spawn(async move {
+        let _ = tokio::time::timeout(DEADLINE, drained).await;
     });
     true
 }
