@@ -179,7 +179,6 @@ impl Session {
         self.task_tokens.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Resolves once the capsule is going down (at once if it already is).
     /// Takes the capsule down: its door stops taking connections, its worker ends. Kept
     /// (`send_replace`) even while nothing listens yet: a SIGTERM that comes as the door
     /// starts must still close it once it does listen.
@@ -187,6 +186,7 @@ impl Session {
         self.shutdown.send_replace(true);
     }
 
+    /// Resolves once the capsule is going down (at once if it already is).
     pub async fn going_down(&self) {
         let mut rx = self.shutdown.subscribe();
         // The guard wait_for answers is dropped here, so callers stay Send.
