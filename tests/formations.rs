@@ -73,6 +73,11 @@ struct Running {
 
 impl Running {
     fn start(home: &Home, manifest: &Path, args: &[&str], env: &[(&str, &str)]) -> Running {
+        Running::spawn(home, manifest, args, env).announced()
+    }
+
+    /// `mur run` started, its output being gathered; not yet announced.
+    fn spawn(home: &Home, manifest: &Path, args: &[&str], env: &[(&str, &str)]) -> Running {
         let mut child = home
             .mur()
             .envs(env.iter().copied())
@@ -105,12 +110,18 @@ impl Running {
                 *e.lock().unwrap() = text.clone();
             }
         });
-        let mut run = Running {
+        Running {
             child,
             members: Vec::new(),
             out,
             err,
-        };
+        }
+    }
+
+    /// Waits (bounded) for the launch's announcement, and reads each member's port and session
+    /// from it.
+    fn announced(mut self) -> Running {
+        let run = &mut self;
         assert!(
             wait_until(LONG, || run
                 .out
@@ -131,7 +142,7 @@ impl Running {
             run.members
                 .push((name.to_owned(), port.parse().unwrap(), session.to_owned()));
         }
-        run
+        self
     }
 
     fn member(&self, name: &str) -> (u16, String) {
@@ -1161,6 +1172,10 @@ fn a_formations_capsules_are_children_of_mur_run_each_in_its_own_group() {
             "capsule {pid} leads its own group"
         );
         assert!(cmdline(*pid).ends_with("__capsule "), "{}", cmdline(*pid));
+        assert!(
+            started_with(*pid, "MURMUR_ZYGOTE_FD"),
+            "capsule {pid} was spawned, not forked by the zygote"
+        );
     }
     let records: Vec<u32> = run
         .members
@@ -1217,4 +1232,103 @@ fn kill_9_of_mur_run_while_members_start_leaves_nothing() {
     signal(child.id(), 9);
     let _ = child.wait();
     assert_nothing_left(&home, LONG);
+}
+
+/// Whether process `pid` holds `name` in the environment it started with. A capsule the zygote
+/// forked started with the zygote's, which names the zygote's socket; a spawned one did not.
+fn started_with(pid: u32, name: &str) -> bool {
+    std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| {
+        env.split(|b| *b == 0)
+            .any(|kv| kv.starts_with(format!("{name}=").as_bytes()))
+    })
+}
+
+/// The children of `pid`, as each of its threads lists them.
+fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(threads) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    threads
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .flat_map(|c| {
+            c.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .collect()
+}
+
+/// A zygote killed while it forks a launch's members (by a user's `kill -9` of a process they
+/// took for a stray, say): the members it had not forked are spawned instead, every member's
+/// door answers, and nothing is left when the launch ends.
+#[test]
+fn a_launch_whose_zygote_is_killed_spawns_the_members_it_had_not_forked() {
+    const MEMBERS: usize = 40;
+    let home = Home::new();
+    let manifest = wide(&home, MEMBERS);
+    // The kill must land before the zygote has forked all 40 (some 40 ms of supervisor work);
+    // it is aimed at the zygote's first moment, and a launch it missed is tried again.
+    for _ in 0..3 {
+        let run = Running::spawn(&home, &manifest, &[], &[]);
+        let supervisor = run.child.id();
+        let mut zygote = None;
+        let seen = wait_until(LONG, || {
+            // Exec'd (its command line is its own) and holding the zygote's variable.
+            zygote = children_of(supervisor).into_iter().find(|p| {
+                cmdline(*p).ends_with("__capsule ") && started_with(*p, "MURMUR_ZYGOTE_FD")
+            });
+            zygote.is_some()
+        });
+        assert!(seen, "no zygote started");
+        let zygote = zygote.unwrap();
+        signal(zygote, 9);
+        let run = run.announced();
+        assert_eq!(run.members.len(), MEMBERS);
+        let pids: Vec<u32> = run
+            .members
+            .iter()
+            .map(|(_, _, session)| {
+                let text =
+                    std::fs::read_to_string(home.home.join(format!("run/{session}.json"))).unwrap();
+                serde_json::from_str::<Value>(&text).unwrap()["pid"]
+                    .as_u64()
+                    .unwrap() as u32
+            })
+            .collect();
+        assert!(!pids.contains(&zygote), "the zygote is no member");
+        let spawned = pids
+            .iter()
+            .filter(|p| !started_with(**p, "MURMUR_ZYGOTE_FD"))
+            .count();
+        eprintln!("zygote killed: {spawned} of {MEMBERS} members spawned");
+        // Said once, when the zygote failed: never when it had forked every member.
+        let said = run.err.lock().unwrap().clone();
+        let failed = "mur: the zygote forking this launch's capsules failed (";
+        let expected = usize::from(spawned > 0);
+        assert_eq!(said.matches(failed).count(), expected, "{said}");
+        assert_eq!(
+            said.matches("); the rest are started one by one\n").count(),
+            expected,
+            "{said}"
+        );
+        for (name, port, session) in &run.members {
+            let answer = bearer_rpc(
+                *port,
+                &token_of(&home, session, "operator"),
+                "SendMessage",
+                message(&format!("hello {name}"), false),
+            );
+            assert_eq!(
+                answer["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+                "{name}: {answer}"
+            );
+        }
+        drop(run);
+        assert_nothing_left(&home, LONG);
+        if spawned > 0 {
+            return;
+        }
+    }
+    panic!("in 3 launches the zygote had forked every member before the kill reached it");
 }

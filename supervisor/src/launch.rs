@@ -77,10 +77,14 @@ pub fn spawn_capsule(
             "report this bug",
         )
     })?;
-    if let Some(zygote) = zygote {
-        // A zygote that fails (it was killed, say) leaves the spawn below to do its work.
-        if let Ok(spawned) = fork_capsule(zygote, listener, control, &json) {
-            return Ok(spawned);
+    if let Some(zygote) = zygote.filter(|z| z.usable()) {
+        // A zygote that fails (it was killed, say) is given up, and the spawn below does its
+        // work from then on.
+        match fork_capsule(zygote, listener, control, &json) {
+            Ok(spawned) => return Ok(spawned),
+            Err(e) => eprintln!(
+                "mur: the zygote forking this launch's capsules failed ({e}); the rest are started one by one"
+            ),
         }
     }
     let (listen_fd, control_fd) = (listener.as_raw_fd(), control.as_raw_fd());

@@ -112,6 +112,14 @@ impl Zygote {
         })
     }
 
+    /// Whether it is still asked (it has not failed).
+    pub fn usable(&self) -> bool {
+        self.socket
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .is_some()
+    }
+
     /// Forks a capsule: `env` set, `stdout` on its fd 1, and each of `fds` inherited, its
     /// number in the variable `fds` pairs it with. Answers its pid.
     pub fn fork(
