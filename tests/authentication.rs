@@ -420,7 +420,7 @@ fn read_one(conn: &mut std::io::BufReader<std::net::TcpStream>) -> (String, Vec<
 /// large to wait for is answered `connection: close`.
 #[test]
 fn a_request_refused_for_its_token_leaves_its_connection_usable() {
-    use std::io::{Read, Write};
+    use std::io::Write;
     let home = Home::new();
     let door = Door::start(&home);
     let port = door.run.port;
@@ -474,8 +474,38 @@ fn a_request_refused_for_its_token_leaves_its_connection_usable() {
         large.to_ascii_lowercase().contains("connection: close"),
         "{large}"
     );
+    assert_closed(conn);
+
+    // A body of no declared length is taken off up to 64 KiB; past that, the connection ends.
+    let stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    let mut writer = stream.try_clone().unwrap();
+    let mut conn = std::io::BufReader::new(stream);
+    let chunked = head("", 0).replace("Content-Length: 0", "Transfer-Encoding: chunked");
+    writer.write_all(chunked.as_bytes()).unwrap();
+    let (refused, _) = read_one(&mut conn);
+    assert!(refused.starts_with("HTTP/1.1 401 "), "{refused}");
+    let chunk = format!("4000\r\n{}\r\n", "x".repeat(0x4000));
+    // A write may fail once the door has closed: that is the point.
+    for _ in 0..8 {
+        if writer.write_all(chunk.as_bytes()).is_err() {
+            break;
+        }
+    }
+    assert_closed(conn);
+}
+
+/// The connection ended by the door: EOF, or a reset for body bytes it never read; never a
+/// read that waits (the read timeout) or another answer.
+fn assert_closed(mut conn: std::io::BufReader<std::net::TcpStream>) {
+    use std::io::Read;
     let mut rest = Vec::new();
-    // Ended by the door: EOF, or a reset for the body bytes it never read.
-    let _ = conn.read_to_end(&mut rest);
+    match conn.read_to_end(&mut rest) {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+        Err(e) => panic!("the connection was not closed: {e}"),
+    }
     assert!(rest.is_empty(), "{}", String::from_utf8_lossy(&rest));
 }
