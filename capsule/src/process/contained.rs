@@ -5,7 +5,6 @@
 use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
@@ -161,7 +160,6 @@ impl Contained {
         let mut cmd = std::process::Command::new(super::SELF_EXE);
         cmd.args(keeper_args.to_args())
             .current_dir(&walls.cwd)
-            .process_group(0)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());

@@ -116,7 +116,17 @@ pub fn raise(wall: &FilesWall) -> Result<(), String> {
         )
         .map_err(|e| format!("keeping {} writable: {e}", dir.display()))?;
     }
-    let open: Vec<PathBuf> = wall.writable.iter().chain(&private).cloned().collect();
+    let dev = super::masks::DEV_WRITABLE
+        .iter()
+        .map(PathBuf::from)
+        .filter(|d| d.is_dir());
+    let open: Vec<PathBuf> = wall
+        .writable
+        .iter()
+        .chain(&private)
+        .cloned()
+        .chain(dev)
+        .collect();
     read_only_but(&open)?;
     // The working folder was entered before the binds: entered again, it is the writable bind
     // on top, not the read-only mount beneath it.

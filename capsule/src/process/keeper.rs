@@ -105,6 +105,22 @@ fn settle_in(parent: Option<i32>) -> Result<(), String> {
     Ok(())
 }
 
+/// A session of its own, with no controlling terminal: nothing started below can open the
+/// terminal `mur run` was typed in (`/dev/tty`) and push keystrokes into it for the user's shell
+/// to run once `mur` exits (TIOCSTI; the system call filter refuses it too). The capsule starts
+/// the keeper in its own group, not as a group leader, so `setsid` is possible; the new session
+/// is also the keeper's own process group, as the capsule's sweeps expect.
+fn leave_the_terminal() -> Result<(), String> {
+    match nix::unistd::setsid() {
+        Ok(_) => Ok(()),
+        // Already a session leader: it holds no terminal it did not open itself.
+        Err(Errno::EPERM) if nix::unistd::getsid(None).ok() == Some(nix::unistd::getpid()) => {
+            Ok(())
+        }
+        Err(e) => Err(format!("cannot leave the terminal (setsid): {e}")),
+    }
+}
+
 fn report(status: &mut Option<File>, r: Report) {
     if let Some(f) = status.as_mut() {
         let _ = f.write_all(r.line().as_bytes());
@@ -129,7 +145,7 @@ pub fn main(args: impl Iterator<Item = OsString>) -> i32 {
         }
     };
     let mut status = args.status_fd.and_then(status_channel);
-    if let Err(why) = settle_in(args.parent) {
+    if let Err(why) = leave_the_terminal().and_then(|()| settle_in(args.parent)) {
         report(&mut status, Report::SetupFailed(why));
         return SETUP_FAILED;
     }
@@ -145,6 +161,7 @@ pub fn main(args: impl Iterator<Item = OsString>) -> i32 {
         return supervise(&args, &mut status, Ending::Sweep, None);
     }
     let jail = enter_namespaces(&args.hide, args.net)
+        .and_then(|()| super::masks::own_dev())
         .and_then(|()| match &args.files {
             Some(wall) => super::files::raise(wall),
             None => Ok(()),
@@ -185,13 +202,19 @@ fn open_ways_out(args: &KeeperArgs) -> Result<Option<u16>, String> {
 /// (its target is not an absolute path to a folder) fails the attempt: a hide never fails open.
 fn enter_namespaces(hide: &[PathBuf], net: bool) -> Result<(), String> {
     let (uid, gid) = (geteuid(), getegid());
-    let mut flags = CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWPID;
+    // IPC and UTS of its own: no SysV shared memory, semaphores or message queues of the
+    // host's, and a hostname it cannot change for the host.
+    let mut flags = CloneFlags::CLONE_NEWUSER
+        | CloneFlags::CLONE_NEWNS
+        | CloneFlags::CLONE_NEWPID
+        | CloneFlags::CLONE_NEWIPC
+        | CloneFlags::CLONE_NEWUTS;
     if net {
         flags |= CloneFlags::CLONE_NEWNET;
     }
     unshare(flags).map_err(|e| match net {
-        true => format!("unshare(user, mount, pid, net): {e}"),
-        false => format!("unshare(user, mount, pid): {e}"),
+        true => format!("unshare(user, mount, pid, ipc, uts, net): {e}"),
+        false => format!("unshare(user, mount, pid, ipc, uts): {e}"),
     })?;
     // Without setgroups denied an unprivileged process may not write its gid map.
     match std::fs::write("/proc/self/setgroups", "deny") {
@@ -288,6 +311,11 @@ fn run_init(
         None::<&str>,
     ) {
         let why = format!("mounting the namespace's own /proc: {e}");
+        eprintln!("{why}");
+        report(status, Report::SetupFailed(why));
+        return SETUP_FAILED;
+    }
+    if let Err(why) = super::masks::guard_proc_for_root() {
         eprintln!("{why}");
         report(status, Report::SetupFailed(why));
         return SETUP_FAILED;

@@ -1,19 +1,19 @@
 //! What a jailed harness runs under, and how it is started (DESIGN §8): the init of its
 //! namespace takes on the limits itself — nothing it holds beyond stdio inherited, no
-//! capability but CAP_SETFCAP, no stream unix sockets — and starts the harness with
+//! capability but CAP_SETFCAP, the system call filter (`seccomp`) — and starts the harness with
 //! posix_spawn, which hands every one of them on. The init needs none of them afterwards.
 
 use std::ffi::{CString, OsString};
 
 /// What the harness's fork used to take on between fork and exec, taken on by the init itself
 /// before it starts the harness, which inherits every part: nothing it holds beyond stdio goes
-/// further (close-on-exec), no capability but CAP_SETFCAP ([`drop_capabilities`]), no stream
-/// unix sockets ([`deny_unix_sockets`]). The init needs none of it afterwards: it only waits,
+/// further (close-on-exec), no capability but CAP_SETFCAP ([`drop_capabilities`]), the system
+/// call filter ([`super::seccomp`]). The init needs none of it afterwards: it only waits,
 /// forwards signals to, and kills processes of its own user in its own namespace.
 pub(super) fn lock_down_init() -> std::io::Result<()> {
     super::setup::cloexec_from(3);
     drop_capabilities()?;
-    deny_unix_sockets()
+    super::seccomp::install()
 }
 
 /// Starts the harness with posix_spawn, searching PATH as exec does: in a process group of its
@@ -197,79 +197,6 @@ fn drop_capabilities() -> std::io::Result<()> {
         if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
             return fail();
         }
-    }
-    Ok(())
-}
-
-/// Keeps the harness and all it starts from opening a stream or seqpacket unix socket
-/// (`socket(AF_UNIX, SOCK_STREAM…)`), the kind an ssh or gpg agent, a Docker daemon or a
-/// desktop bus listens on, so it cannot connect to them wherever their files are: a seccomp
-/// filter, inherited by every descendant and never lifted. Datagram unix sockets stay allowed
-/// (libc's interface look-ups open one; Codex's sandbox needs them), and so do pairs of
-/// connected sockets (`socketpair`), which programs use among their own processes. System calls of another architecture (32-bit compat, x32) are refused, as
-/// they could name the same call by another number. Called by the init after `no_new_privs`,
-/// before it starts the harness.
-fn deny_unix_sockets() -> std::io::Result<()> {
-    #[cfg(target_arch = "x86_64")]
-    const NATIVE: u32 = 0xC000_003E; // AUDIT_ARCH_X86_64
-    #[cfg(target_arch = "aarch64")]
-    const NATIVE: u32 = 0xC000_00B7; // AUDIT_ARCH_AARCH64
-    /// x32 system calls carry this bit in their number on x86_64.
-    const X32: u32 = 0x4000_0000;
-    // Offsets in struct seccomp_data: nr, arch, then the arguments (the low half of args[0]).
-    const NR: u32 = 0;
-    const ARCH: u32 = 4;
-    const ARG0: u32 = 16;
-    const ARG1: u32 = 24;
-    let stmt = |code: u32, k: u32| libc::sock_filter {
-        code: code as u16,
-        jt: 0,
-        jf: 0,
-        k,
-    };
-    let jump = |code: u32, k: u32, jt: u8, jf: u8| libc::sock_filter {
-        code: code as u16,
-        jt,
-        jf,
-        k,
-    };
-    let load = libc::BPF_LD | libc::BPF_W | libc::BPF_ABS;
-    let ret = libc::BPF_RET | libc::BPF_K;
-    let jeq = libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K;
-    let deny = |errno: i32| stmt(ret, libc::SECCOMP_RET_ERRNO | errno as u32);
-    let filter = [
-        stmt(load, ARCH),
-        jump(jeq, NATIVE, 1, 0),
-        deny(libc::ENOSYS),
-        stmt(load, NR),
-        jump(libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K, X32, 0, 1),
-        deny(libc::ENOSYS),
-        jump(jeq, libc::SYS_socket as u32, 0, 6),
-        stmt(load, ARG0),
-        jump(jeq, libc::AF_UNIX as u32, 0, 4),
-        stmt(load, ARG1),
-        // The type without SOCK_NONBLOCK and SOCK_CLOEXEC.
-        stmt(libc::BPF_ALU | libc::BPF_AND | libc::BPF_K, 0xF),
-        jump(jeq, libc::SOCK_DGRAM as u32, 1, 0),
-        deny(libc::EACCES),
-        stmt(ret, libc::SECCOMP_RET_ALLOW),
-    ];
-    let program = libc::sock_fprog {
-        len: filter.len() as u16,
-        filter: filter.as_ptr() as *mut libc::sock_filter,
-    };
-    // SAFETY: the filter lives across the call, which copies it into the kernel.
-    let set = unsafe {
-        libc::prctl(
-            libc::PR_SET_SECCOMP,
-            libc::SECCOMP_MODE_FILTER as libc::c_ulong,
-            &program as *const libc::sock_fprog as libc::c_ulong,
-            0,
-            0,
-        )
-    };
-    if set != 0 {
-        return Err(std::io::Error::last_os_error());
     }
     Ok(())
 }
