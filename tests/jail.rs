@@ -22,6 +22,7 @@ mod support;
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -324,9 +325,17 @@ fn replacing_the_mur_binary_runs_nothing_of_the_harnesss() {
             bin = bin.display()
         ),
     );
-    assert_eq!(
-        said["code"], 0,
+    // `mur` is read-only to the harness (its mount refuses the rename), and had it been
+    // replaced, the next keeper would still be murmur's own binary.
+    assert!(
+        said["err"]
+            .as_str()
+            .is_some_and(|e| e.ends_with("Device or resource busy\n")),
         "the harness could replace the file: {said}"
+    );
+    assert_eq!(
+        std::fs::read(&bin).unwrap(),
+        std::fs::read(mur_bin()).unwrap()
     );
     // The next attempt's keeper is murmur's own binary still: the task runs, nothing planted.
     let (again, _) = harness_runs(&run, "echo still-contained");
@@ -539,3 +548,475 @@ fn a_wall_that_cannot_be_raised_refuses_the_attempt() {
         .unwrap();
     assert_eq!(exit["cause"], "not_started", "{exit}");
 }
+
+// ---- escapes: the terminal, io_uring, keyrings, IPC, root's /proc and /dev, planted files,
+// other homes and the user's secrets — each tried as root and as an unprivileged user ----
+
+/// Who runs `mur` for an escape row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Who {
+    Root,
+    User,
+}
+
+/// The rows' own user, made once per test binary (`useradd`); answers its (uid, gid).
+fn unprivileged_user() -> (u32, u32) {
+    static USER: std::sync::OnceLock<(u32, u32)> = std::sync::OnceLock::new();
+    *USER.get_or_init(|| {
+        const NAME: &str = "murmur-jail";
+        let id = |flag: &str| {
+            std::process::Command::new("id")
+                .args([flag, NAME])
+                .output()
+                .ok()
+                .filter(|o| o.status.success())
+                .and_then(|o| String::from_utf8(o.stdout).ok())
+                .and_then(|s| s.trim().parse::<u32>().ok())
+        };
+        if id("-u").is_none() {
+            let made = std::process::Command::new("useradd")
+                .args(["--system", "--no-create-home", "--shell", "/bin/sh", NAME])
+                .status()
+                .expect("useradd runs (the escape suite runs as root)");
+            // Another test binary may have made it meanwhile.
+            assert!(
+                made.success() || id("-u").is_some(),
+                "useradd {NAME} failed"
+            );
+        }
+        (id("-u").unwrap(), id("-g").unwrap())
+    })
+}
+
+/// A home for one row: as `who`, with `HOME` a folder of the test's own, and for a user its
+/// own copy of `mur` and the fixture (the checkout may lie where that user cannot read) and the
+/// whole test folder its own.
+fn row_home(who: Who) -> Home {
+    let mut home = Home::new();
+    let user_home = home.root.join("userhome");
+    std::fs::create_dir_all(&user_home).unwrap();
+    if who == Who::User {
+        let bin = home.root.join("bin/mur");
+        std::fs::create_dir_all(bin.parent().unwrap()).unwrap();
+        std::fs::copy(&home.bin, &bin).unwrap();
+        std::fs::copy(fixture(), home.root.join("bin/fixture.py")).unwrap();
+        home.bin = bin;
+        home.user = Some(unprivileged_user());
+    }
+    home
+}
+
+/// Hands the row's folders to its user (after the row has written what it plants).
+fn hand_over(home: &Home) {
+    if let Some((uid, gid)) = home.user {
+        let ok = std::process::Command::new("chown")
+            .args(["-R", &format!("{uid}:{gid}")])
+            .arg(&home.root)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "chown of {}", home.root.display());
+    }
+}
+
+/// The fixture capsule, jailed, run as the row's user from `manifest` (written in the row's
+/// home by the caller, or the default one), with `HOME` the row's own.
+fn jailed_as(
+    home: &Home,
+    manifest: Option<PathBuf>,
+    extra: &str,
+    env: &[(&str, String)],
+) -> Launch {
+    let manifest = manifest.unwrap_or_else(|| home.root.join("murmur.yaml"));
+    let mut yaml = format!("{}{extra}", Fixture::default().yaml());
+    if home.user.is_some() {
+        yaml = yaml.replace(
+            &fixture().display().to_string(),
+            &home.root.join("bin/fixture.py").display().to_string(),
+        );
+    }
+    std::fs::write(&manifest, yaml).unwrap();
+    let state = home.root.join("fixture-state");
+    std::fs::create_dir_all(&state).unwrap();
+    hand_over(home);
+    let mut env = env.to_vec();
+    env.push(("MURMUR_CONTAINMENT", "namespaces".into()));
+    env.push(("MURMUR_HARNESS_WRITABLE", state.display().to_string()));
+    env.push(("HOME", home.root.join("userhome").display().to_string()));
+    if home.user.is_some() {
+        // The test's own PATH may lead through folders only root can enter.
+        env.push(("PATH", "/usr/local/bin:/usr/bin:/bin".into()));
+    }
+    let run = Launch::start_env(home, &manifest, &[], &env);
+    let start = home
+        .trace(&run.session)
+        .into_iter()
+        .find(|e| e["event_type"] == "session_start")
+        .unwrap();
+    assert_eq!(start["containment"], "namespaces", "{start}");
+    assert_eq!(
+        start["walls"],
+        serde_json::json!({"pid": "up", "mount": "up", "network": "up", "files": "up",
+            "environment": "up"}),
+        "{start}"
+    );
+    run
+}
+
+/// Runs a Python program in the harness; answers the JSON object it printed.
+fn harness_python(run: &Launch, program: &str) -> Value {
+    use base64::Engine;
+    // One line: the fixture takes one directive a line.
+    let encoded = base64::engine::general_purpose::STANDARD.encode(program);
+    let (said, _) = harness_runs(run, &format!("echo {encoded} | base64 -d | python3 -"));
+    assert_eq!(said["code"], 0, "the harness's program failed: {said}");
+    serde_json::from_str(said["out"].as_str().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {said}"))
+}
+
+/// Python helpers the rows' harness programs start with: raw system calls through ctypes, each
+/// answering its result or the errno's name.
+const PY_SYSCALLS: &str = r#"
+import ctypes, errno, json, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+def call(nr, *args):
+    r = libc.syscall(ctypes.c_long(nr), *args)
+    return r if r >= 0 else errno.errorcode[ctypes.get_errno()]
+def tried(f):
+    try:
+        return f()
+    except OSError as e:
+        return errno.errorcode[e.errno]
+"#;
+
+macro_rules! as_root_and_as_a_user {
+    ($row:ident) => {
+        mod $row {
+            #[test]
+            fn as_root() {
+                super::$row(super::Who::Root)
+            }
+            #[test]
+            fn as_a_user() {
+                super::$row(super::Who::User)
+            }
+        }
+    };
+}
+
+/// `mur run` typed in a terminal: the harness cannot open it (no controlling terminal: the
+/// keeper's own session), and cannot push keystrokes with TIOCSTI even into a terminal it made
+/// its own (the system call filter).
+fn the_terminal_takes_no_keystrokes(who: Who) {
+    let mut home = row_home(who);
+    let (mut master, mut slave) = (0, 0);
+    // SAFETY: openpty writes two descriptors into the given integers.
+    let opened = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(opened, 0, "openpty");
+    home.tty = Some(slave);
+    let run = jailed_as(&home, None, "", &[]);
+    // SAFETY: the test's own copies; mur run holds the terminal now.
+    unsafe { libc::close(slave) };
+    let said = harness_python(
+        &run,
+        &format!(
+            "{PY_SYSCALLS}
+import fcntl, termios
+def push(fd):
+    return tried(lambda: fcntl.ioctl(fd, termios.TIOCSTI, b'x') and 'pushed' or 'pushed')
+def own():
+    r, w = os.pipe()
+    if os.fork() == 0:
+        os.setsid()
+        m, s = os.openpty()
+        fcntl.ioctl(s, termios.TIOCSCTTY, 0)
+        os.write(w, push(s).encode()); os._exit(0)
+    os.close(w); os.wait()
+    return os.read(r, 100).decode()
+print(json.dumps({{'tty': tried(lambda: push(os.open('/dev/tty', os.O_RDWR))), 'own': own()}}))"
+        ),
+    );
+    assert_eq!(
+        said,
+        serde_json::json!({"tty": "ENXIO", "own": "EPERM"}),
+        "{said}"
+    );
+    // SAFETY: the test's own descriptor.
+    unsafe { libc::close(master) };
+}
+as_root_and_as_a_user!(the_terminal_takes_no_keystrokes);
+
+/// io_uring would open a stream unix socket past the socket rule, and the kernel keyrings hold
+/// what the user's shell put there: neither facility is there.
+fn io_uring_and_the_keyrings_are_not_there(who: Who) {
+    let home = row_home(who);
+    let description = format!("murmur-jail-{}", std::process::id());
+    let payload = "keyring-secret-payload";
+    // A key in the session keyring `mur run` inherits, as `keyctl add user … @s` makes.
+    let key = {
+        let (kind, desc, data) = (
+            std::ffi::CString::new("user").unwrap(),
+            std::ffi::CString::new(description.clone()).unwrap(),
+            payload.as_bytes(),
+        );
+        // SAFETY: add_key reads the three buffers, which outlive the call.
+        unsafe {
+            libc::syscall(
+                libc::SYS_add_key,
+                kind.as_ptr(),
+                desc.as_ptr(),
+                data.as_ptr(),
+                data.len(),
+                -3i32, // KEY_SPEC_SESSION_KEYRING
+            )
+        }
+    };
+    assert!(key > 0, "add_key: {}", std::io::Error::last_os_error());
+    let run = jailed_as(&home, None, "", &[]);
+    let said = harness_python(
+        &run,
+        &format!(
+            "{PY_SYSCALLS}
+buf = ctypes.create_string_buffer(4096)
+params = ctypes.create_string_buffer(120)
+read = call({keyctl}, 11, {key}, buf, 4096)  # KEYCTL_READ
+print(json.dumps({{
+  'io_uring_setup': call({setup}, 8, params),
+  'io_uring_enter': call({enter}, 0, 0, 0, 0, 0, 0),
+  'io_uring_register': call({register}, 0, 0, 0, 0),
+  'keyctl': read, 'payload': buf.value.decode(errors='replace') if isinstance(read, int) else '',
+  'request_key': call({request}, b'user', {desc:?}.encode(), None, 0),
+  'add_key': call({add}, b'user', b'planted', b'x', 1, -3),
+}}))",
+            keyctl = libc::SYS_keyctl,
+            setup = libc::SYS_io_uring_setup,
+            enter = libc::SYS_io_uring_enter,
+            register = libc::SYS_io_uring_register,
+            request = libc::SYS_request_key,
+            add = libc::SYS_add_key,
+            desc = description,
+        ),
+    );
+    // SAFETY: keyctl(KEYCTL_REVOKE) on the test's own key.
+    unsafe { libc::syscall(libc::SYS_keyctl, 3, key) };
+    assert_eq!(
+        said,
+        serde_json::json!({"io_uring_setup": "ENOSYS", "io_uring_enter": "ENOSYS",
+            "io_uring_register": "ENOSYS", "keyctl": "ENOSYS", "payload": "",
+            "request_key": "ENOSYS", "add_key": "ENOSYS"}),
+        "{said}"
+    );
+}
+as_root_and_as_a_user!(io_uring_and_the_keyrings_are_not_there);
+
+/// A SysV shared memory segment of the host's, and the host's name: an attempt has IPC and UTS
+/// namespaces of its own.
+fn host_shared_memory_and_hostname_are_out_of_reach(who: Who) {
+    let home = row_home(who);
+    // SAFETY: a segment of the test's own, removed below.
+    let id = unsafe { libc::shmget(libc::IPC_PRIVATE, 4096, libc::IPC_CREAT | 0o666) };
+    assert!(id >= 0, "shmget: {}", std::io::Error::last_os_error());
+    let secret = b"host-shm-secret\0";
+    // SAFETY: the segment is 4096 bytes, mapped here for the copy and unmapped after.
+    unsafe {
+        let at = libc::shmat(id, std::ptr::null(), 0);
+        assert_ne!(at as isize, -1, "shmat");
+        std::ptr::copy_nonoverlapping(secret.as_ptr(), at as *mut u8, secret.len());
+        libc::shmdt(at);
+    }
+    let host_ns = |ns: &str| std::fs::read_link(format!("/proc/self/ns/{ns}")).unwrap();
+    let run = jailed_as(&home, None, "", &[]);
+    let said = harness_python(
+        &run,
+        &format!(
+            "{PY_SYSCALLS}
+libc.shmat.restype = ctypes.c_void_p
+at = libc.shmat({id}, None, 0)
+text = ctypes.string_at(at, 15).decode() if at not in (None, 2**64 - 1) else errno.errorcode[ctypes.get_errno()]
+print(json.dumps({{'shm': text, 'listed': open('/proc/sysvipc/shm').read().count(chr(10)) - 1,
+  'ipc': os.readlink('/proc/self/ns/ipc'), 'uts': os.readlink('/proc/self/ns/uts'),
+  'sethostname': tried(lambda: libc.sethostname(b'pwned', 5) == 0 and 'changed' or
+      errno.errorcode[ctypes.get_errno()])}}))"
+        ),
+    );
+    // SAFETY: IPC_RMID on the test's own segment.
+    unsafe { libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut()) };
+    assert_eq!(said["shm"], "EINVAL", "{said}");
+    assert_eq!(said["listed"], 0, "{said}");
+    assert_eq!(said["sethostname"], "EPERM", "{said}");
+    assert_ne!(said["ipc"], host_ns("ipc").display().to_string(), "{said}");
+    assert_ne!(said["uts"], host_ns("uts").display().to_string(), "{said}");
+}
+as_root_and_as_a_user!(host_shared_memory_and_hostname_are_out_of_reach);
+
+/// Root's host settings: `/proc/sys`, `/proc/sysrq-trigger`, `/sys` and `/dev/kmsg` cannot be
+/// written, and `/dev` holds no disk. (A user could not write them anyway; the row shows it.)
+/// Nothing is changed on the way: a write puts back the value it read.
+fn host_settings_and_devices_cannot_be_written(who: Who) {
+    let home = row_home(who);
+    let run = jailed_as(&home, None, "", &[]);
+    let said = harness_python(
+        &run,
+        &format!(
+            "{PY_SYSCALLS}
+def rewrite(path):
+    def go():
+        value = open(path).read()
+        with open(path, 'w') as f:
+            f.write(value)
+        return 'written'
+    return tried(go)
+def opens(path, flags):
+    return tried(lambda: os.close(os.open(path, flags)) or 'opened')
+print(json.dumps({{
+  'core_uses_pid': rewrite('/proc/sys/kernel/core_uses_pid'),
+  'core_pattern': rewrite('/proc/sys/kernel/core_pattern'),
+  'sysrq': opens('/proc/sysrq-trigger', os.O_WRONLY),
+  'sys': opens('/sys/kernel/mm/transparent_hugepage/enabled', os.O_WRONLY),
+  'kmsg': opens('/dev/kmsg', os.O_WRONLY),
+  'kcore': tried(lambda: len(open('/proc/kcore', 'rb').read(16))),
+  'dev': sorted(os.listdir('/dev')),
+}}))"
+        ),
+    );
+    let refused = match who {
+        Who::Root => "EROFS",
+        Who::User => "EACCES",
+    };
+    assert_eq!(said["core_uses_pid"], refused, "{said}");
+    assert_eq!(said["core_pattern"], refused, "{said}");
+    // A kernel built without them has neither /proc/sysrq-trigger nor /proc/kcore.
+    let or_absent = |path: &str, expected: Value| match std::path::Path::new(path).exists() {
+        true => expected,
+        false => Value::from("ENOENT"),
+    };
+    assert_eq!(
+        said["sysrq"],
+        or_absent("/proc/sysrq-trigger", refused.into()),
+        "{said}"
+    );
+    assert!(
+        ["EROFS", "EACCES", "ENOENT"].contains(&said["sys"].as_str().unwrap_or_default()),
+        "{said}"
+    );
+    assert_eq!(said["kmsg"], "ENOENT", "{said}");
+    // Masked for root (an empty /dev/null), unreadable for a user.
+    let kcore = match who {
+        Who::Root => serde_json::json!(0),
+        Who::User => serde_json::json!("EACCES"),
+    };
+    assert_eq!(said["kcore"], or_absent("/proc/kcore", kcore), "{said}");
+    assert_eq!(
+        said["dev"],
+        serde_json::json!([
+            "fd", "full", "null", "ptmx", "pts", "random", "shm", "stderr", "stdin", "stdout",
+            "tty", "urandom", "zero"
+        ]),
+        "{said}"
+    );
+}
+as_root_and_as_a_user!(host_settings_and_devices_cannot_be_written);
+
+/// The README's quickstart at a checkout's root: the work folder holds `mur` itself, the
+/// manifest, a git repository and an `.envrc`. What decides the user's next command is
+/// read-only to the harness; the rest of the folder is its to write.
+fn nothing_planted_runs_later(who: Who) {
+    let mut home = row_home(who);
+    let work = home.work.clone();
+    let bin = work.join("target/release/mur");
+    std::fs::create_dir_all(bin.parent().unwrap()).unwrap();
+    std::fs::copy(&home.bin, &bin).unwrap();
+    home.bin = bin;
+    for (path, text) in [
+        (".git/config", "[core]\n"),
+        (".git/hooks/pre-commit.sample", "#!/bin/sh\n"),
+        (".envrc", "export A=1\n"),
+        ("Makefile", "all:\n"),
+    ] {
+        std::fs::create_dir_all(work.join(path).parent().unwrap()).unwrap();
+        std::fs::write(work.join(path), text).unwrap();
+    }
+    let run = jailed_as(
+        &home,
+        Some(work.join("murmur.yaml")),
+        "harness:\n  protect: [Makefile]\n",
+        &[],
+    );
+    // In place, each answers EROFS; `mur`, which runs, answers ETXTBSY to a write even on a
+    // writable folder, so it is replaced by a rename instead, which its mount refuses (EBUSY).
+    let (said, _) = harness_runs(
+        &run,
+        "for f in murmur.yaml .git/config .git/hooks/pre-commit .envrc Makefile; do \
+         (echo planted >> $f) 2>&1 | sed 's/.*: //'; done; cp /bin/true mur.new; \
+         mv -f mur.new target/release/mur 2>&1 | sed 's/.*: //'; echo mine > notes.txt; \
+         cat notes.txt",
+    );
+    assert_eq!(
+        said["out"],
+        "Read-only file system\n".repeat(5) + "Device or resource busy\nmine\n",
+        "{said}"
+    );
+    let manifest = std::fs::read_to_string(work.join("murmur.yaml")).unwrap();
+    assert!(!manifest.contains("planted"));
+    assert!(!work.join(".git/hooks/pre-commit").exists());
+    let (code, _, err) = home.run(&["ps"]);
+    assert_eq!(code, 0, "the user's next `mur` is still mur: {err}");
+}
+as_root_and_as_a_user!(nothing_planted_runs_later);
+
+/// Another murmur home's token files and records, and the user's secrets, are out of sight;
+/// `harness.read` grants one back.
+fn other_homes_and_the_users_secrets_are_out_of_sight(who: Who) {
+    let home = row_home(who);
+    let user_home = home.root.join("userhome");
+    for (path, text) in [
+        (
+            ".murmur/run/ses_other.tokens",
+            "operator other-home-token\n",
+        ),
+        (
+            ".murmur/records/x/ses_other/trace.jsonl",
+            "other-home-trace\n",
+        ),
+        (".ssh/id_ed25519", "ssh-secret-key\n"),
+        (".aws/credentials", "aws-secret\n"),
+        (".netrc", "machine x password netrc-secret\n"),
+        (".git-credentials", "https://u:git-secret@x\n"),
+        (".config/gcloud/credentials.db", "gcloud-secret\n"),
+    ] {
+        let file = user_home.join(path);
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(file, text).unwrap();
+    }
+    let run = jailed_as(&home, None, "harness:\n  read: [~/.netrc]\n", &[]);
+    let (said, _) = harness_runs(
+        &run,
+        "cd \"$HOME\"; cat .murmur/run/* .murmur/records/*/*/* .ssh/* .aws/* .git-credentials \
+         .config/gcloud/* 2>/dev/null; ls -A .ssh .murmur/run; cat .netrc",
+    );
+    let out = said["out"].as_str().unwrap();
+    for secret in [
+        "other-home-token",
+        "other-home-trace",
+        "ssh-secret-key",
+        "aws-secret",
+        "git-secret",
+        "gcloud-secret",
+    ] {
+        assert!(!out.contains(secret), "{secret} was read: {said}");
+    }
+    assert_eq!(
+        out, ".murmur/run:\n\n.ssh:\nmachine x password netrc-secret\n",
+        "{said}"
+    );
+}
+as_root_and_as_a_user!(other_homes_and_the_users_secrets_are_out_of_sight);

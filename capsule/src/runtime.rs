@@ -62,6 +62,10 @@ pub struct CapsuleConfig {
     /// capsule` sets it to its own listener's loopback address.
     #[serde(default)]
     pub harness_url: Option<String>,
+    /// This run's manifests beyond the capsule's own (a formation's file, its members'): a
+    /// harness may not change them, wherever they lie (DESIGN §8).
+    #[serde(default)]
+    pub protect: Vec<PathBuf>,
 }
 
 /// The completion target with its token, read from its file.
@@ -231,7 +235,8 @@ async fn run(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
         .wired(wiring)
         .reached_inside_at(config.harness_url.clone())
         .delegating(supervisor)
-        .completing_to(completion),
+        .completing_to(completion)
+        .protecting(config.protect.clone()),
     );
     session.trace.event(TraceEvent::SessionStart {
         capsule: session.manifest.name.clone(),

@@ -65,6 +65,8 @@ pub struct Session {
     pub delegations: Awaited,
     /// A sub-capsule's parent: where its launch task's completion goes.
     pub completion: Option<CompletionTarget>,
+    /// This run's manifests beyond the capsule's own, which no harness may change.
+    pub run_files: Vec<PathBuf>,
 }
 
 fn digest(token: &str) -> [u8; 32] {
@@ -108,7 +110,15 @@ impl Session {
             supervisor: None,
             delegations: Awaited::default(),
             completion: None,
+            run_files: Vec::new(),
         }
+    }
+
+    /// The files this run was launched from (a formation's file, its members' manifests):
+    /// read-only to every harness (`harness::protect`).
+    pub fn protecting(mut self, run_files: Vec<PathBuf>) -> Session {
+        self.run_files = run_files;
+        self
     }
 
     /// A capsule whose supervisor handed it a control socket: its tasks may delegate.

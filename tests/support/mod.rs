@@ -114,6 +114,12 @@ pub struct Home {
     /// The `mur` binary `Home::mur` runs: the one cargo built, unless a test points it at a
     /// copy of its own.
     pub bin: PathBuf,
+    /// Run `mur` as this (uid, gid) instead of the test's own user (tests/jail.rs runs its
+    /// escape suite as root and as an unprivileged user).
+    pub user: Option<(u32, u32)>,
+    /// Give `mur` this terminal (a pty's other end) as its controlling terminal, as a user's
+    /// shell would.
+    pub tty: Option<i32>,
 }
 
 impl Home {
@@ -130,6 +136,8 @@ impl Home {
             home: home.canonicalize().unwrap(),
             work: work.canonicalize().unwrap(),
             bin: PathBuf::from(mur_bin()),
+            user: None,
+            tty: None,
         }
     }
 
@@ -169,6 +177,23 @@ impl Home {
             .env("PATH", search_path())
             .env("FIXTURE_STATE", self.root.join("fixture-state"))
             .current_dir(&self.work);
+        if let Some((uid, gid)) = self.user {
+            use std::os::unix::process::CommandExt;
+            // std drops the supplementary groups too when it changes the uid from root.
+            cmd.uid(uid).gid(gid);
+        }
+        if let Some(tty) = self.tty {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: only async-signal-safe calls between fork and exec.
+            unsafe {
+                cmd.pre_exec(move || {
+                    if libc::setsid() < 0 || libc::ioctl(tty, libc::TIOCSCTTY, 0) < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
         cmd
     }
 

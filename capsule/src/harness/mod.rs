@@ -7,6 +7,7 @@
 mod dialect;
 pub mod env;
 pub mod preset;
+pub(crate) mod protect;
 mod sessions;
 
 use std::path::Path;
@@ -199,7 +200,10 @@ pub(crate) fn files_wall(
             })
             .unwrap_or_default(),
     );
+    let home = records.as_deref().and_then(Path::parent);
     FilesWall {
+        secrets: protect::secrets(session, home),
+        protect: protect::protected(session, command, &writable),
         records,
         keep,
         writable,

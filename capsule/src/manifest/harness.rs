@@ -14,7 +14,15 @@ use crate::manifest::model::{
 use crate::manifest::reader::Reader;
 use serde_yaml::Value;
 
-const KEYS: [&str; 5] = ["permissions", "allow_commands", "state", "env", "require"];
+const KEYS: [&str; 7] = [
+    "permissions",
+    "allow_commands",
+    "state",
+    "env",
+    "require",
+    "read",
+    "protect",
+];
 
 /// The keys only the CLI presets read; `env` serves every process driver.
 const PRESET_KEYS: [&str; 3] = ["permissions", "allow_commands", "state"];
@@ -114,6 +122,14 @@ pub fn read(
             }
         }
     }
+    let read = match f.get("read") {
+        Some(v) => paths(r, v, &f.path("read"), PathKind::Home)?,
+        None => Vec::new(),
+    };
+    let protect = match f.get("protect") {
+        Some(v) => paths(r, v, &f.path("protect"), PathKind::Work)?,
+        None => Vec::new(),
+    };
     Ok(Some(Written {
         policy: HarnessPolicy {
             permissions,
@@ -121,9 +137,67 @@ pub fn read(
             state,
             env,
             require,
+            read,
+            protect,
         },
         preset_keys: PRESET_KEYS.into_iter().filter(|k| f.contains(k)).collect(),
     }))
+}
+
+/// How a path list's entries are written.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum PathKind {
+    /// `harness.read`: absolute, or `~/` for the user's home.
+    Home,
+    /// `harness.protect`: absolute, or relative to the work folder (no `..`).
+    Work,
+}
+
+/// `harness.read` or `harness.protect`: a list of paths, kept as written (`~/` and the work
+/// folder are resolved where the attempt is built).
+fn paths(
+    r: &Reader,
+    v: &Value,
+    list_path: &KeyPath,
+    kind: PathKind,
+) -> Result<Vec<std::path::PathBuf>, ManifestError> {
+    let example = match kind {
+        PathKind::Home => "[~/.aws, /etc/ssl/private/dev.pem]",
+        PathKind::Work => "[Makefile, scripts/deploy.sh]",
+    };
+    let mut out = Vec::new();
+    for (i, text) in r
+        .string_list(v, list_path, example)?
+        .into_iter()
+        .enumerate()
+    {
+        let at = list_path.index(i);
+        let path = std::path::Path::new(&text);
+        let (fine, hint) = match kind {
+            PathKind::Home => (
+                path.is_absolute() || text.starts_with("~/"),
+                "write an absolute path or one starting with ~/ (the user's home), e.g. ~/.aws",
+            ),
+            PathKind::Work => (
+                !text.is_empty()
+                    && !path
+                        .components()
+                        .any(|c| c == std::path::Component::ParentDir),
+                "write a path inside the work folder (relative to it, without ..) or an \
+                 absolute one, e.g. scripts/deploy.sh",
+            ),
+        };
+        if !fine || text.contains('\0') {
+            return Err(r.error(
+                ErrorCode::BadValue,
+                &at,
+                format!("{at} is {text:?}, which is not such a path"),
+                hint,
+            ));
+        }
+        out.push(path.to_path_buf());
+    }
+    Ok(out)
 }
 
 /// One `allow_commands` entry as its words: a program and the arguments it must start with.

@@ -336,6 +336,12 @@ pub struct HarnessPolicy {
     /// `require`: walls of the jail a harness of this capsule may not run without; a launch
     /// where one is missing is refused (E-RUN-050).
     pub require: Vec<Wall>,
+    /// `read`: paths of the jail's deny-read list (the user's secrets, docs/containment.md) the
+    /// harness may read after all; absolute or `~/…`, as written.
+    pub read: Vec<std::path::PathBuf>,
+    /// `protect`: more paths the harness may not change (beside this run's manifests, `mur` and
+    /// what decides the user's next command); relative to the work folder or absolute.
+    pub protect: Vec<std::path::PathBuf>,
 }
 
 /// One wall of the jail (DESIGN §8), as `harness.require` and the trace's `walls` name it.

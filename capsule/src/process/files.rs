@@ -25,6 +25,12 @@ pub struct FilesWall {
     pub keep: Vec<PathBuf>,
     /// Folders the harness may write.
     pub writable: Vec<PathBuf>,
+    /// The user's secrets (and other murmur homes' records): hidden where they exist, a folder
+    /// under an empty read-only tmpfs, a file under `/dev/null`.
+    pub secrets: Vec<PathBuf>,
+    /// Files and folders inside writable folders that decide what the user's next command
+    /// runs: made read-only where they exist.
+    pub protect: Vec<PathBuf>,
 }
 
 /// File systems with no files of the user's: a remount they refuse is no hole in the wall.
@@ -106,6 +112,9 @@ pub fn raise(wall: &FilesWall) -> Result<(), String> {
         }
         cover(records, "mode=0700,size=64k", &held)?;
     }
+    for secret in &wall.secrets {
+        hide_secret(secret)?;
+    }
     for dir in &wall.writable {
         mount(
             Some(dir),
@@ -128,9 +137,65 @@ pub fn raise(wall: &FilesWall) -> Result<(), String> {
         .chain(dev)
         .collect();
     read_only_but(&open)?;
+    for path in &wall.protect {
+        protect(path)?;
+    }
     // The working folder was entered before the binds: entered again, it is the writable bind
     // on top, not the read-only mount beneath it.
     std::env::set_current_dir(&cwd).map_err(|e| format!("entering {}: {e}", cwd.display()))
+}
+
+/// Hides one of the user's secrets where it exists: a folder under an empty read-only tmpfs,
+/// anything else under `/dev/null`. One that is there and cannot be hidden refuses the attempt.
+fn hide_secret(path: &Path) -> Result<(), String> {
+    let Ok(meta) = std::fs::metadata(path) else {
+        return Ok(());
+    };
+    let hidden = if meta.is_dir() {
+        mount(
+            Some("tmpfs"),
+            path,
+            Some("tmpfs"),
+            MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+            Some("mode=0500,size=4k"),
+        )
+    } else {
+        mount(
+            Some("/dev/null"),
+            path,
+            None::<&str>,
+            MsFlags::MS_BIND,
+            None::<&str>,
+        )
+    };
+    hidden.map_err(|e| format!("hiding {}: {e}", path.display()))
+}
+
+/// Makes `path` (a file or folder inside a writable folder) read-only in place: bound onto
+/// itself, and that mount made read-only. A path that is gone by now is skipped.
+fn protect(path: &Path) -> Result<(), String> {
+    if std::fs::symlink_metadata(path).is_err() {
+        return Ok(());
+    }
+    mount(
+        Some(path),
+        path,
+        None::<&str>,
+        MsFlags::MS_BIND | MsFlags::MS_REC,
+        None::<&str>,
+    )
+    .map_err(|e| format!("protecting {}: {e}", path.display()))?;
+    mount_setattr_read_only(path, true, true)
+        .or_else(|_| {
+            mount(
+                None::<&str>,
+                path,
+                None::<&str>,
+                MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY,
+                None::<&str>,
+            )
+        })
+        .map_err(|e| format!("protecting {}: {e}", path.display()))
 }
 
 /// Covers `dir` with an empty tmpfs, then brings back each of `held` that lies beneath it at

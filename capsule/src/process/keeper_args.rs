@@ -71,6 +71,14 @@ impl KeeperArgs {
                 out.push("--writable".into());
                 out.push(w.into());
             }
+            for h in &files.secrets {
+                out.push("--secret".into());
+                out.push(h.into());
+            }
+            for p in &files.protect {
+                out.push("--protect".into());
+                out.push(p.into());
+            }
         }
         for dir in &self.hide {
             out.push("--hide".into());
@@ -111,8 +119,8 @@ impl KeeperArgs {
                 }
                 Some("--jail-fd") => k.jail_fd = Some(number(args.next(), "--jail-fd")?),
                 Some("--files") => k.files = Some(Default::default()),
-                Some(flag @ ("--records" | "--keep" | "--writable")) => {
-                    let dir: PathBuf = args.next().ok_or(format!("{flag} needs a folder"))?.into();
+                Some(flag @ ("--records" | "--keep" | "--writable" | "--secret" | "--protect")) => {
+                    let dir: PathBuf = args.next().ok_or(format!("{flag} needs a path"))?.into();
                     let files = k
                         .files
                         .as_mut()
@@ -120,6 +128,8 @@ impl KeeperArgs {
                     match flag {
                         "--records" => files.records = Some(dir),
                         "--keep" => files.keep.push(dir),
+                        "--secret" => files.secrets.push(dir),
+                        "--protect" => files.protect.push(dir),
                         _ => files.writable.push(dir),
                     }
                 }
@@ -173,6 +183,8 @@ mod tests {
                 records: Some("/h/records".into()),
                 keep: vec!["/h/records/w/ses_1".into()],
                 writable: vec!["/w".into(), "/h/records/w/ses_1/harness-tmp".into()],
+                secrets: vec!["/home/me/.ssh".into(), "/home/me/.netrc".into()],
+                protect: vec!["/w/.git/hooks".into(), "/w/murmur.yaml".into()],
             }),
             probe: false,
             order_fd: None,

@@ -129,6 +129,7 @@ pub async fn start(service: &Arc<Service>, parent: &Parent, req: Request) -> Res
         }),
         completion_token: token_file,
         harness_url: None,
+        protect: Vec::new(),
     };
     let process = match launch::spawn_capsule(&listener, &theirs, &config, None) {
         Ok(p) => p,

@@ -1,7 +1,7 @@
 //! What a launch starts: its members, each a capsule manifest with its pin and its callees. A
 //! capsule manifest is a formation of one (DESIGN §3), so one launch path serves both.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use capsule::manifest::{
     self, Document, Manifest, OnMemberFailure, Restart, TaskAcceptance, Transport,
@@ -24,6 +24,8 @@ pub struct PlannedMember {
 
 /// The formation a launch belongs to, when it is one.
 pub struct FormationInfo {
+    /// The formation's file.
+    pub path: PathBuf,
     pub name: String,
     pub version: String,
     pub on_member_failure: OnMemberFailure,
@@ -84,6 +86,7 @@ impl Plan {
                     .collect();
                 Plan {
                     formation: Some(FormationInfo {
+                        path: f.path,
                         name: f.name,
                         version: f.version,
                         on_member_failure: f.on_member_failure,
@@ -93,6 +96,19 @@ impl Plan {
                 }
             }
         }
+    }
+
+    /// The files this launch runs from: the formation's, then each member's manifest (and the
+    /// `.env` beside each, which fills its `${VAR}`s). No harness may change them.
+    pub fn files(&self) -> Vec<PathBuf> {
+        let mut files: Vec<PathBuf> = self.formation.iter().map(|f| f.path.clone()).collect();
+        for m in &self.members {
+            files.push(m.manifest.path.clone());
+            files.push(m.manifest.dir.join(".env"));
+        }
+        files.sort();
+        files.dedup();
+        files
     }
 
     /// The members that call `callee`, in roster order.

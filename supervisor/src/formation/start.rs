@@ -262,6 +262,7 @@ fn write_credentials(
     minted: &[Vec<Minted>],
 ) -> CliResult<Vec<CapsuleConfig>> {
     let mut configs = Vec::new();
+    let protect = plan.files();
     for (i, m) in plan.members.iter().enumerate() {
         let session = sessions[i].as_str();
         let wiring = wire::wiring(plan, i, urls, minted)
@@ -284,6 +285,7 @@ fn write_credentials(
             completion: None,
             completion_token: None,
             harness_url: None,
+            protect: protect.clone(),
         });
     }
     Ok(configs)

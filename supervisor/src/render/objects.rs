@@ -57,6 +57,7 @@ pub fn capsule_config(layout: &Layout, i: usize, minted: &[Minted]) -> CapsuleCo
         completion: None,
         completion_token: None,
         harness_url: None,
+        protect: Vec::new(),
     }
 }
 
