@@ -86,11 +86,7 @@ fn jailed_env(home: &Home, extra: &str, env: &[(&str, String)]) -> Launch {
         env.push(("MURMUR_HARNESS_WRITABLE", state.display().to_string()));
     }
     let run = Launch::start_env(home, &manifest, &[], &env);
-    let start = home
-        .trace(&run.session)
-        .into_iter()
-        .find(|e| e["event_type"] == "session_start")
-        .unwrap();
+    let start = session_start(home, &run);
     assert_eq!(start["containment"], "namespaces", "{start}");
     // The session says which walls stand, and why one is missing.
     assert_eq!(
@@ -100,6 +96,20 @@ fn jailed_env(home: &Home, extra: &str, env: &[(&str, String)]) -> Launch {
         "{start}"
     );
     run
+}
+
+/// The session's `session_start` record, waited for (the trace is written off the door's
+/// path, so the announcement can come first).
+fn session_start(home: &Home, run: &Launch) -> Value {
+    let mut start = None;
+    wait_until(Duration::from_secs(10), || {
+        start = home
+            .trace(&run.session)
+            .into_iter()
+            .find(|e| e["event_type"] == "session_start");
+        start.is_some()
+    });
+    start.expect("the trace has a session_start record")
 }
 
 /// Runs `command` in the harness with sh; answers `{"code", "out", "err"}` and the task's id.
@@ -648,11 +658,7 @@ fn jailed_as(
         env.push(("PATH", "/usr/local/bin:/usr/bin:/bin".into()));
     }
     let run = Launch::start_env(home, &manifest, &[], &env);
-    let start = home
-        .trace(&run.session)
-        .into_iter()
-        .find(|e| e["event_type"] == "session_start")
-        .unwrap();
+    let start = session_start(home, &run);
     assert_eq!(start["containment"], "namespaces", "{start}");
     assert_eq!(
         start["walls"],
@@ -940,29 +946,23 @@ fn nothing_planted_runs_later(who: Who) {
         (".git/config", "[core]\n"),
         (".git/hooks/pre-commit.sample", "#!/bin/sh\n"),
         (".envrc", "export A=1\n"),
-        ("Makefile", "all:\n"),
     ] {
         std::fs::create_dir_all(work.join(path).parent().unwrap()).unwrap();
         std::fs::write(work.join(path), text).unwrap();
     }
-    let run = jailed_as(
-        &home,
-        Some(work.join("murmur.yaml")),
-        "harness:\n  protect: [Makefile]\n",
-        &[],
-    );
+    let run = jailed_as(&home, Some(work.join("murmur.yaml")), "", &[]);
     // In place, each answers EROFS; `mur`, which runs, answers ETXTBSY to a write even on a
     // writable folder, so it is replaced by a rename instead, which its mount refuses (EBUSY).
     let (said, _) = harness_runs(
         &run,
-        "for f in murmur.yaml .git/config .git/hooks/pre-commit .envrc Makefile; do \
+        "for f in murmur.yaml .git/config .git/hooks/pre-commit .envrc; do \
          (echo planted >> $f) 2>&1 | sed 's/.*: //'; done; cp /bin/true mur.new; \
          mv -f mur.new target/release/mur 2>&1 | sed 's/.*: //'; echo mine > notes.txt; \
          cat notes.txt",
     );
     assert_eq!(
         said["out"],
-        "Read-only file system\n".repeat(5) + "Device or resource busy\nmine\n",
+        "Read-only file system\n".repeat(4) + "Device or resource busy\nmine\n",
         "{said}"
     );
     let manifest = std::fs::read_to_string(work.join("murmur.yaml")).unwrap();
@@ -973,8 +973,7 @@ fn nothing_planted_runs_later(who: Who) {
 }
 as_root_and_as_a_user!(nothing_planted_runs_later);
 
-/// Another murmur home's token files and records, and the user's secrets, are out of sight;
-/// `harness.read` grants one back.
+/// Another murmur home's token files and records, and the user's secrets, are out of sight.
 fn other_homes_and_the_users_secrets_are_out_of_sight(who: Who) {
     let home = row_home(who);
     let user_home = home.root.join("userhome");
@@ -997,11 +996,11 @@ fn other_homes_and_the_users_secrets_are_out_of_sight(who: Who) {
         std::fs::create_dir_all(file.parent().unwrap()).unwrap();
         std::fs::write(file, text).unwrap();
     }
-    let run = jailed_as(&home, None, "harness:\n  read: [~/.netrc]\n", &[]);
+    let run = jailed_as(&home, None, "", &[]);
     let (said, _) = harness_runs(
         &run,
         "cd \"$HOME\"; cat .murmur/run/* .murmur/records/*/*/* .ssh/* .aws/* .git-credentials \
-         .config/gcloud/* 2>/dev/null; ls -A .ssh .murmur/run; cat .netrc",
+         .config/gcloud/* .netrc 2>/dev/null; ls -A .ssh .murmur/run",
     );
     let out = said["out"].as_str().unwrap();
     for secret in [
@@ -1011,12 +1010,41 @@ fn other_homes_and_the_users_secrets_are_out_of_sight(who: Who) {
         "aws-secret",
         "git-secret",
         "gcloud-secret",
+        "netrc-secret",
     ] {
         assert!(!out.contains(secret), "{secret} was read: {said}");
     }
+    assert_eq!(out, ".murmur/run:\n\n.ssh:\n", "{said}");
+}
+as_root_and_as_a_user!(other_homes_and_the_users_secrets_are_out_of_sight);
+
+/// `harness.read` grants a secret back; `harness.protect` makes more of the work folder
+/// read-only.
+#[test]
+fn a_manifest_grants_a_secret_and_protects_more() {
+    let home = row_home(Who::Root);
+    let user_home = home.root.join("userhome");
+    std::fs::write(
+        user_home.join(".netrc"),
+        "machine x password netrc-granted\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(user_home.join(".ssh")).unwrap();
+    std::fs::write(user_home.join(".ssh/id_rsa"), "still-hidden\n").unwrap();
+    std::fs::write(home.work.join("Makefile"), "all:\n").unwrap();
+    let run = jailed_as(
+        &home,
+        None,
+        "harness:\n  read: [~/.netrc]\n  protect: [Makefile]\n",
+        &[],
+    );
+    let (said, _) = harness_runs(
+        &run,
+        "cat \"$HOME/.netrc\" \"$HOME/.ssh/id_rsa\" 2>/dev/null; (echo x >> Makefile) 2>&1 | \
+         sed 's/.*: //'",
+    );
     assert_eq!(
-        out, ".murmur/run:\n\n.ssh:\nmachine x password netrc-secret\n",
+        said["out"], "machine x password netrc-granted\nRead-only file system\n",
         "{said}"
     );
 }
-as_root_and_as_a_user!(other_homes_and_the_users_secrets_are_out_of_sight);

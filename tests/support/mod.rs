@@ -200,14 +200,14 @@ impl Home {
     /// Runs `mur ARGS` to its end, within 60 s (it is killed and the test fails past that):
     /// (exit code, stdout, stderr).
     pub fn run(&self, args: &[&str]) -> (i32, String, String) {
-        let mut child = self
-            .mur()
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = spawn_copied(|| {
+            let mut cmd = self.mur();
+            cmd.args(args)
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            cmd
+        });
         let mut out = child.stdout.take().unwrap();
         let mut err = child.stderr.take().unwrap();
         let reader = std::thread::spawn(move || {
@@ -338,6 +338,22 @@ lifecycle:
     }
 }
 
+/// Spawns `command()`, again while it answers ETXTBSY (bounded): a test that has just copied
+/// `mur` may find another test's child, forked while the copy was open for writing, still
+/// holding it until that child execs.
+pub fn spawn_copied(command: impl Fn() -> Command) -> Child {
+    let mut tries = 0;
+    loop {
+        match command().spawn() {
+            Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && tries < 100 => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            spawned => return spawned.expect("mur starts"),
+        }
+    }
+}
+
 /// A launched `mur run`, stopped (SIGTERM, then SIGKILL) when dropped.
 pub struct Launch {
     pub child: Child,
@@ -375,18 +391,18 @@ impl Launch {
         args: &[&str],
         env: &[(&str, String)],
     ) -> (Launch, Vec<Member>) {
-        let mut child = home
-            .mur()
-            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
-            .arg("run")
-            .arg("--manifest")
-            .arg(manifest)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
+        let mut child = spawn_copied(|| {
+            let mut cmd = home.mur();
+            cmd.envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+                .arg("run")
+                .arg("--manifest")
+                .arg(manifest)
+                .args(args)
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit());
+            cmd
+        });
         let stdout = child.stdout.take().unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
         let rest = Arc::new(Mutex::new(String::new()));
