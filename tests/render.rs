@@ -776,6 +776,32 @@ fn refused(home: &Home, args: &[&str]) -> String {
 }
 
 #[test]
+fn a_written_key_beside_a_variable_in_a_flow_mapping_is_refused_and_never_rendered() {
+    let home = Home::new();
+    // Plain YAML cannot read a `${VAR}` in a flow mapping: the key check once passed such a
+    // file unread, and the key reached the ConfigMap. It reads the file as `mur run` does.
+    let flow = home.write(
+        "flow/worker.yaml",
+        "name: keyed\nversion: \"0.1.0\"\nartifacts:\n  - name: murmur/driver-anthropic\n    runtime: driver\n    gateway: { endpoint: https://api.anthropic.com, api_key: sk-ant-literal }\ninference: { transport: http, model: ${MODEL}, driver: { artifact: murmur/driver-anthropic } }\n",
+    );
+    home.write("flow/.env", "MODEL=m\n");
+    let formation = home.write(
+        "flow/formation.yaml",
+        "formation:\n  name: keyed\n  version: \"0.1.0\"\n  entry: w\n  members:\n    w: { manifest: worker.yaml }\n",
+    );
+    let (code, out, err) = render_kubernetes(&home, formation.to_str().unwrap(), &[]);
+    assert!(
+        !out.contains("sk-ant-literal"),
+        "the key was rendered: {out}"
+    );
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(
+        err,
+        format!("error[E-RND-002]: member w: artifacts[0].gateway.api_key is written in {}, which mur render puts in a ConfigMap as it is: anyone who may read the namespace's ConfigMaps would read the key\n  hint: write api_key: ${{YOUR_KEY_VARIABLE}} and put the key in the formation's env Secret (docs/kubernetes.md)\n", flow.display())
+    );
+}
+
+#[test]
 fn refusals_name_what_was_wrong() {
     let home = Home::new();
     let split = repo_root().join("manifests/split/formation.yaml");

@@ -135,8 +135,10 @@ pub async fn rpc(
         (_, Some(Value::String(code))) => Err(CliError::new(
             Code::Refused,
             format!(
-                "the door at {url} refused the call (HTTP {status} {code}): {}",
-                v.get("message").and_then(Value::as_str).unwrap_or("")
+                "the door at {} refused the call (HTTP {status} {}): {}",
+                crate::terminal::field(url),
+                crate::terminal::field(code),
+                crate::terminal::field(v.get("message").and_then(Value::as_str).unwrap_or(""))
             ),
             "check the session's tokens with `mur token`",
         )),

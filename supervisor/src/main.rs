@@ -236,7 +236,8 @@ fn main() {
     match rt.block_on(dispatch(cli.command)) {
         Ok(code) => std::process::exit(code),
         Err(e) => {
-            eprintln!("{e}");
+            // An error may carry a door's words; they are shown, never obeyed.
+            eprintln!("{}", terminal::shown(&e.to_string()));
             std::process::exit(1);
         }
     }
@@ -393,9 +394,10 @@ mod layering {
     const FLOORS: [&[&str]; 5] = [
         &["commands"],
         &["top", "formation", "delegation", "render"],
-        &["stopping", "trace", "listing", "follow", "terminal"],
+        &["stopping", "trace", "listing", "follow"],
         &["client"],
-        &["records", "tokens", "launch", "error"],
+        // `terminal` imports nothing: the client shows a door's refusal through it too.
+        &["records", "tokens", "launch", "error", "terminal"],
     ];
 
     #[test]

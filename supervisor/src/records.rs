@@ -5,7 +5,6 @@
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -103,8 +102,11 @@ pub struct RunningCapsule {
     pub last_exit: Option<i32>,
 }
 
-/// Writes a file readable by its owner only (0600, in a 0700 folder), whole or not at all: it is
-/// written beside its name and renamed over it, so a reader never sees half a record.
+/// Writes a file readable by its owner only (0600, in a 0700 folder), whole or not at all:
+/// through [`capsule::private::write`], which writes a fresh file of its own beside the name
+/// (a random name, `O_EXCL | O_NOFOLLOW`: nothing planted there in advance, a hard link
+/// included, is written through) and renames it over the name, so a reader never sees half a
+/// record.
 ///
 /// Not flushed to the disk (no fsync): every file written here (the running-capsule records,
 /// token and wiring files under `run/`) lives only as long as the launch that wrote it, which a
@@ -114,12 +116,7 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {
         capsule::private::create_dir_under(&home(), dir)?;
     }
-    let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
-    tmp_name.push(".tmp");
-    let tmp = path.with_file_name(tmp_name);
-    let mut f = capsule::private::open(&tmp, false)?;
-    f.write_all(bytes)?;
-    fs::rename(tmp, path)
+    capsule::private::write(path, bytes)
 }
 
 /// `to`, a new record with the contents of `from`, an existing one that is never written
@@ -456,6 +453,26 @@ mod tests {
         let none = shared.replace(r#","calls":{"lead":["w"]}"#, "");
         let roster: Roster = serde_json::from_str(&none).unwrap();
         assert!(roster.calls_of("lead").is_empty());
+    }
+
+    #[test]
+    fn a_hard_link_planted_at_the_old_tmp_name_is_not_written_through() {
+        let dir = std::env::temp_dir().join(format!("murmur-tmp-link-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        let victim = dir.join("victim");
+        fs::write(&victim, "theirs").unwrap();
+        let record = dir.join("ses_x.json");
+        // `write_private` once wrote `<name>.tmp` with a plain open: truncated through a link.
+        fs::hard_link(&victim, dir.join("ses_x.json.tmp")).unwrap();
+        write_private(&record, b"mine").unwrap();
+        assert_eq!(fs::read_to_string(&victim).unwrap(), "theirs");
+        assert_eq!(
+            fs::read_to_string(dir.join("ses_x.json.tmp")).unwrap(),
+            "theirs"
+        );
+        assert_eq!(fs::read_to_string(&record).unwrap(), "mine");
+        fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

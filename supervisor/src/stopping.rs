@@ -18,6 +18,7 @@ use serde_json::{json, Value};
 use crate::client;
 use crate::error::{CliError, CliResult, Code};
 use crate::records::{self, RunningCapsule};
+use crate::terminal::field;
 
 /// One line of a stop's account: what the user reads, or a warning that goes to stderr.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,25 +27,27 @@ pub enum Said {
     Warning(String),
 }
 
-/// A door's JSON-RPC error as a CLI error.
+/// A door's JSON-RPC error as a CLI error; its message is the door's, shown, never obeyed.
 pub fn refused(url: &str, e: &Value) -> CliError {
     CliError::new(
         Code::Refused,
         format!(
-            "the door at {url} answered {}: {}",
+            "the door at {} answered {}: {}",
+            field(url),
             e.get("code").and_then(Value::as_i64).unwrap_or(0),
-            e.get("message").and_then(Value::as_str).unwrap_or("")
+            field(e.get("message").and_then(Value::as_str).unwrap_or(""))
         ),
         "see the error codes under Errors in the agent card reference",
     )
 }
 
 /// `running:` / `ended:` lines for residue items (detached shells run on; delegations ended).
+/// Every value is the door's (a command its harness ran), one visible line each.
 pub fn residue_lines(items: &[Value]) -> Vec<String> {
     items
         .iter()
         .map(|item| {
-            let s = |k: &str| item.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
+            let s = |k: &str| field(item.get(k).and_then(Value::as_str).unwrap_or("")).into_owned();
             match s("kind").as_str() {
                 "detached_shell" => format!(
                     "running: {} ({}: {})",
@@ -59,7 +62,7 @@ pub fn residue_lines(items: &[Value]) -> Vec<String> {
                     s("delegation_id"),
                     s("child_session_id")
                 ),
-                other => format!("residue: {other} {item}"),
+                other => format!("residue: {other} {}", field(&item.to_string())),
             }
         })
         .collect()
@@ -73,7 +76,7 @@ pub async fn cancel(rec: &RunningCapsule, task: &str) -> CliResult<Vec<String>> 
         Ok(t) => {
             let mut lines = vec![format!(
                 "canceled: {}",
-                t.get("id").and_then(Value::as_str).unwrap_or(task)
+                field(t.get("id").and_then(Value::as_str).unwrap_or(task))
             )];
             let items: Vec<Value> = t
                 .get("artifacts")
@@ -98,7 +101,9 @@ pub async fn cancel(rec: &RunningCapsule, task: &str) -> CliResult<Vec<String>> 
                 .and_then(Value::as_str)
                 .unwrap_or("ended");
             Ok(vec![format!(
-                "nothing to cancel: task {task} is already {state}"
+                "nothing to cancel: task {} is already {}",
+                field(task),
+                field(state)
             )])
         }
         Err(e) => Err(refused(&rec.url, &e)),
@@ -134,7 +139,7 @@ pub async fn stop(rec: &RunningCapsule, mut say: impl FnMut(Said)) -> CliResult<
     if records::process_running(rec.pid) {
         return Err(not_ended(&[rec]));
     }
-    say(Said::Line(format!("stopped: {}", rec.session_id)));
+    say(Said::Line(format!("stopped: {}", field(&rec.session_id))));
     Ok(())
 }
 
@@ -153,7 +158,7 @@ async fn account(rec: &RunningCapsule) -> CliResult<Vec<String>> {
     if canceled.is_empty() {
         lines.push("canceled: nothing was running".to_owned());
     }
-    lines.extend(canceled.iter().map(|id| format!("canceled: {id}")));
+    lines.extend(canceled.iter().map(|id| format!("canceled: {}", field(id))));
     let residue = result
         .get("residue")
         .and_then(Value::as_array)
@@ -168,8 +173,8 @@ async fn stop_formation(members: Vec<RunningCapsule>, mut say: impl FnMut(Said))
     for (rec, lines) in accounts(&members).await {
         say(Said::Line(format!(
             "member {}: session {}",
-            member_of(rec),
-            rec.session_id
+            field(member_of(rec)),
+            field(&rec.session_id)
         )));
         match lines {
             Ok(lines) => lines.into_iter().for_each(|l| say(Said::Line(l))),
@@ -177,7 +182,7 @@ async fn stop_formation(members: Vec<RunningCapsule>, mut say: impl FnMut(Said))
             // leave every other member running.
             Err(e) => say(Said::Warning(format!(
                 "warning: member {} gave no account: {e}",
-                member_of(rec)
+                field(member_of(rec))
             ))),
         }
     }
@@ -199,7 +204,7 @@ async fn stop_formation(members: Vec<RunningCapsule>, mut say: impl FnMut(Said))
         return Err(not_ended(&left));
     }
     for m in &members {
-        say(Said::Line(format!("stopped: {}", m.session_id)));
+        say(Said::Line(format!("stopped: {}", field(&m.session_id))));
     }
     Ok(())
 }
@@ -257,7 +262,10 @@ async fn wait_gone(pids: &[u32]) {
 }
 
 fn not_ended(left: &[&RunningCapsule]) -> CliError {
-    let sessions: Vec<&str> = left.iter().map(|r| r.session_id.as_str()).collect();
+    let sessions: Vec<String> = left
+        .iter()
+        .map(|r| field(&r.session_id).into_owned())
+        .collect();
     let groups: Vec<String> = left.iter().map(|r| format!("-{}", r.pid)).collect();
     let noun = if left.len() == 1 {
         "session"
@@ -273,4 +281,33 @@ fn not_ended(left: &[&RunningCapsule]) -> CliError {
         ),
         format!("kill it with `kill -KILL {}`", groups.join(" ")),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::terminal::{assert_forged_shown, FORGED};
+
+    #[test]
+    fn residue_and_refusals_from_a_door_are_shown_one_line_each() {
+        let items = [
+            json!({"kind": "detached_shell", "command": FORGED, "work_id": FORGED, "binary": FORGED}),
+            json!({"kind": "delegation", "capsule": FORGED, "version": FORGED, "delegation_id": FORGED, "child_session_id": FORGED}),
+            json!({"kind": FORGED, "what": FORGED}),
+        ];
+        let lines = residue_lines(&items);
+        assert_eq!(lines.len(), 3);
+        for line in &lines {
+            assert_forged_shown(line);
+            assert_eq!(line.lines().count(), 1, "{line}");
+        }
+        let said = refused(
+            "http://localhost:1",
+            &json!({"code": -32001, "message": FORGED}),
+        );
+        assert_eq!(
+            said.message(),
+            "the door at http://localhost:1 answered -32001: x^[]0;PWNED^Gx^M^Jtsk_forged completed"
+        );
+    }
 }

@@ -113,14 +113,21 @@ pub fn check_depth(text: &str, file: &Path) -> Result<(), ManifestError> {
 
 /// E-MAN-002 when `text` holds a YAML anchor (`&name`) or alias (`*name`), naming the line of the
 /// first. Read with a YAML event parser of its own (yaml-rust2), which reports anchors and
-/// aliases as events, where serde_yaml would expand them silently. Text that parser cannot read
-/// passes: serde_yaml then says what is wrong with it.
+/// aliases as events, where serde_yaml would expand them silently.
+///
+/// Text that parser cannot read is refused too (E-MAN-002 at the spot it stopped) unless it
+/// holds no `&` and no `*` at all, and so can hold no anchor or alias: the two parsers do not
+/// agree on everything (serde_yaml reads `key:<TAB>value`, yaml-rust2 does not), and what
+/// serde_yaml reads past where this check stopped would otherwise be expanded unchecked. Text
+/// with neither character passes, and serde_yaml says what is wrong with it, if anything.
 pub fn check_aliases(text: &str, file: &Path) -> Result<(), ManifestError> {
     use yaml_rust2::parser::{Event, Parser};
     let mut parser = Parser::new_from_str(text);
     loop {
-        let Ok((event, mark)) = parser.next_token() else {
-            return Ok(());
+        let (event, mark) = match parser.next_token() {
+            Ok(next) => next,
+            Err(_) if !text.contains(['&', '*']) => return Ok(()),
+            Err(e) => return Err(unchecked(&e, file)),
         };
         let found = match event {
             Event::StreamEnd => return Ok(()),
@@ -145,6 +152,27 @@ pub fn check_aliases(text: &str, file: &Path) -> Result<(), ManifestError> {
         )
         .at(Some((line, column))));
     }
+}
+
+/// E-MAN-002 for text the alias check could not read to its end.
+fn unchecked(e: &yaml_rust2::ScanError, file: &Path) -> ManifestError {
+    let (line, column) = (e.marker().line(), e.marker().col().saturating_add(1));
+    ManifestError::new(
+        ErrorCode::Syntax,
+        file,
+        "",
+        format!(
+            "line {line} column {column}: {}: murmur cannot read past here to check the manifest \
+             for YAML anchors and aliases",
+            e.info()
+        ),
+        format!(
+            "fix the YAML at line {line} (a tab after `:` or `-` counts: write a space there); a \
+             manifest murmur cannot check for aliases is refused, since an alias can make a few \
+             lines stand for more manifest than murmur reads"
+        ),
+    )
+    .at(Some((line, column)))
 }
 
 /// `Err((line, column))`, both 1-based, of the first collection opened past `MAX_DEPTH`.

@@ -14,6 +14,7 @@ use crate::client;
 use crate::error::CliResult;
 use crate::listing::{self, Entry, Placed};
 use crate::records::{self, RunningCapsule};
+use crate::terminal::field;
 
 /// A door answers its card, and the card names a JSONRPC interface (a card without
 /// supportedInterfaces comes from a runtime at v0.4.0 or earlier and names no session).
@@ -49,7 +50,7 @@ pub async fn run(as_json: bool) -> CliResult<i32> {
     );
     for entry in listing::list(all.clone()) {
         let line = match entry {
-            Entry::Heading(heading) => format!("{:<4} {heading}", ""),
+            Entry::Heading(heading) => format!("{:<4} {}", "", field(&heading)),
             Entry::Capsule(p) => capsule_line(&p, is_up(&p.rec)),
         };
         text.push_str(&line);
@@ -80,14 +81,15 @@ fn json_entry(n: usize, r: &RunningCapsule, up: bool) -> Value {
 }
 
 /// The line of one running capsule, its label in the CAPSULE column; a restarted formation
-/// member says how often and how it last ended.
+/// member says how often and how it last ended. The record's words (names from manifests and
+/// peers, the URL) are shown one visible line each.
 fn capsule_line(p: &Placed, up: bool) -> String {
     let mut line = format!(
         "{:<4} {:<36} {:<20} {:<24} {:>8}  {}",
         format!("@{}", p.n),
-        p.rec.session_id,
-        p.label,
-        p.rec.url.trim_start_matches("http://"),
+        field(&p.rec.session_id),
+        field(&p.label),
+        field(p.rec.url.trim_start_matches("http://")),
         p.rec.pid,
         status(up)
     );
@@ -100,4 +102,28 @@ fn capsule_line(p: &Placed, up: bool) -> String {
         ));
     }
     line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::terminal::{assert_forged_shown, FORGED};
+
+    #[test]
+    fn a_records_words_are_shown_on_its_row() {
+        let rec: RunningCapsule = serde_json::from_value(json!({
+            "pid": 10, "supervisor_pid": 1, "url": format!("http://localhost:1{FORGED}"),
+            "name": FORGED, "version": FORGED, "session_id": FORGED, "records": "/nonexistent",
+            "formation": null, "member": null, "started_at": "2026-12-01T10:00:00.000Z",
+        }))
+        .unwrap();
+        let placed = Placed {
+            n: 1,
+            label: format!("{FORGED} {FORGED}"),
+            rec,
+        };
+        let line = capsule_line(&placed, true);
+        assert_forged_shown(&line);
+        assert_eq!(line.lines().count(), 1, "{line}");
+    }
 }

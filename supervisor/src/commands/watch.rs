@@ -23,26 +23,30 @@ fn failed(url: &str, e: impl std::fmt::Display) -> CliError {
     )
 }
 
-/// One readable line for a StreamResponse `result`.
+/// One readable line for a StreamResponse `result`. Every value in it is the capsule's or its
+/// harness's, and goes through [`terminal::field`]: an answer of many lines stays on this one.
 pub fn describe(result: &Value) -> String {
     let short = |v: &Value| {
         v.as_str()
-            .map(|s| s.get(..12).unwrap_or(s).to_owned())
+            .map(|s| terminal::field(s.get(..12).unwrap_or(s)).into_owned())
             .unwrap_or_default()
     };
+    let field = |t: &str| terminal::field(t).into_owned();
     if let Some(s) = result.get("statusUpdate") {
         let state = s
             .pointer("/status/state")
             .and_then(Value::as_str)
             .unwrap_or("");
-        let word = state
-            .trim_start_matches("TASK_STATE_")
-            .to_lowercase()
-            .replace('_', "-");
+        let word = field(
+            &state
+                .trim_start_matches("TASK_STATE_")
+                .to_lowercase()
+                .replace('_', "-"),
+        );
         let said = s
             .pointer("/status/message/parts/0/text")
             .and_then(Value::as_str)
-            .map(|t| format!(": {t}"))
+            .map(|t| format!(": {}", field(t)))
             .unwrap_or_default();
         return format!("{}  {word}{said}", short(&s["taskId"]));
     }
@@ -55,11 +59,7 @@ pub fn describe(result: &Value) -> String {
             .pointer("/artifact/name")
             .and_then(Value::as_str)
             .unwrap_or("");
-        return format!(
-            "{}  {name}: {}",
-            short(&a["taskId"]),
-            text.replace('\n', " ")
-        );
+        return format!("{}  {}: {}", short(&a["taskId"]), field(name), field(text));
     }
     if let Some(m) = result.get("message") {
         let frame = m
@@ -74,8 +74,9 @@ pub fn describe(result: &Value) -> String {
             .and_then(Value::as_str)
             .unwrap_or("");
         let task = m.get("taskId").map(short).filter(|t| !t.is_empty());
+        let frame = field(frame);
         return match task {
-            Some(t) => format!("{t}  [{frame}] {}", text.replace('\n', " ")),
+            Some(t) => format!("{t}  [{frame}] {}", field(text)),
             None => format!("[{frame}]"),
         };
     }
@@ -105,13 +106,19 @@ async fn follow_refusals(trace: std::path::PathBuf) {
         wake.notified().await;
         for v in lines.read_new() {
             if v["event_type"] == "egress_denied" {
-                let task = v["task_id"].as_str().unwrap_or("");
-                let short = task.get(..12).unwrap_or(task);
-                let host = terminal::shown(v["host"].as_str().unwrap_or("")).into_owned();
-                println!("{short}  egress refused  {host}:{}", v["port"]);
+                println!("{}", refusal_line(&v));
             }
         }
     }
+}
+
+/// `<task>  egress refused  host:port` for an `egress_denied` record: the host is what the
+/// harness asked its proxy for, and is shown, never obeyed.
+fn refusal_line(v: &Value) -> String {
+    let task = v["task_id"].as_str().unwrap_or("");
+    let short = terminal::field(task.get(..12).unwrap_or(task)).into_owned();
+    let host = terminal::field(v["host"].as_str().unwrap_or("")).into_owned();
+    format!("{short}  egress refused  {host}:{}", v["port"])
 }
 
 /// Aborts the trace follower when the watch ends.
@@ -167,4 +174,35 @@ pub async fn run(address: Option<&str>, url: Option<&str>) -> CliResult<i32> {
         }
     }
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::terminal::{assert_forged_shown, FORGED};
+    use serde_json::json;
+
+    #[test]
+    fn every_value_a_capsule_sends_is_shown_on_the_events_one_line() {
+        let frame_key = STREAM_URI.to_owned();
+        let results = [
+            json!({"statusUpdate": {"taskId": FORGED, "status": {"state": FORGED, "message": {"parts": [{"text": FORGED}]}}}}),
+            json!({"artifactUpdate": {"taskId": "tsk_1", "artifact": {"name": FORGED, "parts": [{"text": FORGED}]}}}),
+            json!({"message": {"taskId": "tsk_1", "parts": [{"text": FORGED}], "metadata": {frame_key.clone(): {"frame": FORGED}}}}),
+            json!({"message": {"parts": [], "metadata": {frame_key: {"frame": FORGED}}}}),
+        ];
+        for r in &results {
+            let line = describe(r);
+            assert_forged_shown(&line);
+            assert_eq!(line.lines().count(), 1, "{line}");
+        }
+        let refusal =
+            json!({"event_type": "egress_denied", "task_id": FORGED, "host": FORGED, "port": 443});
+        let line = refusal_line(&refusal);
+        assert_forged_shown(&line);
+        assert!(
+            line.ends_with("x^[]0;PWNED^Gx^M^Jtsk_forged completed:443"),
+            "{line}"
+        );
+    }
 }

@@ -107,32 +107,54 @@ pub fn plan(path: &Path) -> CliResult<(Plan, String)> {
 }
 
 /// A member whose manifest writes an API key itself (not `${VAR}`) is refused: its manifest goes
-/// into a ConfigMap as written, which anyone who may read the namespace's ConfigMaps reads.
+/// into a ConfigMap as written, which anyone who may read the namespace's ConfigMaps reads. A
+/// manifest this check cannot read is refused too: passing it would put whatever it holds in
+/// the ConfigMap unchecked.
 fn refuse_written_keys(m: &crate::formation::plan::PlannedMember) -> CliResult<()> {
     let path = &m.manifest.path;
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let Ok(raw) = serde_yaml::from_str::<serde_yaml::Value>(&text) else {
+    refuse_written_key(&m.name, path, std::fs::read_to_string(path))
+}
+
+/// [`refuse_written_keys`] for member `member`, whose manifest at `path` read as `text`.
+fn refuse_written_key(member: &str, path: &Path, text: std::io::Result<String>) -> CliResult<()> {
+    let unchecked = |why: String| {
+        CliError::new(
+            Code::RenderRefused,
+            format!(
+                "member {member}: {} cannot be read to check that it writes no api_key: {why}",
+                path.display()
+            ),
+            "mur render puts each manifest in a ConfigMap only once it has checked it; make the file readable YAML (`mur run` must accept it) and render again",
+        )
+    };
+    let text = text.map_err(|e| unchecked(e.to_string()))?;
+    let Some(i) = written_key(&text, path).map_err(unchecked)? else {
         return Ok(());
     };
+    Err(CliError::new(
+        Code::RenderRefused,
+        format!(
+            "member {member}: artifacts[{i}].gateway.api_key is written in {}, which mur render puts in a ConfigMap as it is: anyone who may read the namespace's ConfigMaps would read the key",
+            path.display()
+        ),
+        "write api_key: ${YOUR_KEY_VARIABLE} and put the key in the formation's env Secret (docs/kubernetes.md)",
+    ))
+}
+
+/// The index of the first artifact whose `gateway.api_key` is written out in `text` (not a
+/// `${VAR}`), read as the manifest loader reads it — `${VAR}` kept intact where plain YAML
+/// would choke on its braces (a flow mapping) — or why `text` cannot be read so.
+fn written_key(text: &str, path: &Path) -> Result<Option<usize>, String> {
+    let raw =
+        capsule::manifest::load::parse_yaml(text, path).map_err(|e| e.message().to_owned())?;
     let artifacts = raw.get("artifacts").and_then(|a| a.as_sequence());
-    for (i, artifact) in artifacts.into_iter().flatten().enumerate() {
+    Ok(artifacts.into_iter().flatten().position(|artifact| {
         let key = artifact
             .get("gateway")
             .and_then(|g| g.get("api_key"))
             .and_then(|k| k.as_str());
-        if key.is_some_and(|k| !capsule::manifest::interpolate::has_reference(k)) {
-            return Err(CliError::new(
-                Code::RenderRefused,
-                format!(
-                    "member {}: artifacts[{i}].gateway.api_key is written in {}, which mur render puts in a ConfigMap as it is: anyone who may read the namespace's ConfigMaps would read the key",
-                    m.name,
-                    path.display()
-                ),
-                "write api_key: ${YOUR_KEY_VARIABLE} and put the key in the formation's env Secret (docs/kubernetes.md)",
-            ));
-        }
-    }
-    Ok(())
+        key.is_some_and(|k| !capsule::manifest::interpolate::has_reference(k))
+    }))
 }
 
 /// An allow-list entry that names an address without a port or a scheme allows every port of
@@ -203,4 +225,42 @@ pub fn entry_object(path: &Path, namespace: &str) -> CliResult<String> {
     let (plan, formation) = plan(path)?;
     let layout = names::Layout::of(&plan, &formation, namespace)?;
     Ok(layout.members[layout.entry].object.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KEYED: &str = "name: keyed\nversion: \"0.1.0\"\nartifacts:\n  - name: murmur/driver-anthropic\n    runtime: driver\n    gateway: { endpoint: https://api.anthropic.com, api_key: sk-ant-literal }\n";
+
+    #[test]
+    fn a_written_key_is_found_past_a_variable_in_a_flow_mapping() {
+        let path = Path::new("worker.yaml");
+        assert_eq!(written_key(KEYED, path), Ok(Some(0)));
+        // Plain YAML cannot read `${MODEL}` in a flow mapping; the check once passed such a file.
+        let flow = format!("{KEYED}inference: {{ transport: http, model: ${{MODEL}} }}\n");
+        assert!(serde_yaml::from_str::<serde_yaml::Value>(&flow).is_err());
+        assert_eq!(written_key(&flow, path), Ok(Some(0)));
+        let referenced = flow.replace("sk-ant-literal", "${KEY}");
+        assert_eq!(written_key(&referenced, path), Ok(None));
+    }
+
+    #[test]
+    fn text_the_check_cannot_read_is_refused_not_passed() {
+        let path = Path::new("/f/worker.yaml");
+        let broken = format!("{KEYED}inference: {{ transport: http\n");
+        let said = refuse_written_key("w", path, Ok(broken))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            said.starts_with("error[E-RND-002]: member w: /f/worker.yaml cannot be read to check that it writes no api_key: line 8 column 1: ")
+                && said.ends_with("\n  hint: mur render puts each manifest in a ConfigMap only once it has checked it; make the file readable YAML (`mur run` must accept it) and render again"),
+            "{said}"
+        );
+        let gone = std::io::Error::from(std::io::ErrorKind::NotFound);
+        assert_eq!(
+            refuse_written_key("w", path, Err(gone)).unwrap_err().to_string(),
+            "error[E-RND-002]: member w: /f/worker.yaml cannot be read to check that it writes no api_key: entity not found\n  hint: mur render puts each manifest in a ConfigMap only once it has checked it; make the file readable YAML (`mur run` must accept it) and render again"
+        );
+    }
 }

@@ -532,9 +532,10 @@ fn one_line(text: &str) -> String {
         .unwrap_or(""))
 }
 
-/// A line as the screen may show it: shown, never obeyed (`terminal::shown`), and cut.
+/// A line as the screen may show it: one visible line (`terminal::field`), never obeyed, and
+/// cut.
 fn cut(line: &str) -> String {
-    let line = crate::terminal::shown(&line.replace('\t', "    ")).into_owned();
+    let line = crate::terminal::field(&line.replace('\t', "    ")).into_owned();
     match line.char_indices().nth(LINE_CHARS) {
         Some((at, _)) => format!("{}…", &line[..at]),
         None => line,

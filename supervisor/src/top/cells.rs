@@ -4,8 +4,15 @@
 
 use capsule::tasks::TaskState;
 
-use super::board::{millis, name_of, Board, Link, SessionView, TaskView};
+use super::board::{millis, Board, Link, SessionView, TaskView};
 use crate::listing::Placed;
+use crate::records::RunningCapsule;
+use crate::terminal::field;
+
+/// A member's name (else its capsule's) as a cell shows it: one visible line.
+pub fn name_of(rec: &RunningCapsule) -> String {
+    field(super::board::name_of(rec)).into_owned()
+}
 
 /// The member table's columns, after the address.
 pub const MEMBER_COLUMNS: [&str; 8] = [
@@ -38,7 +45,7 @@ pub fn member(p: &Placed, view: Option<&SessionView>, now_ms: i64) -> [String; 8
         (n, None) => n.to_string(),
     };
     [
-        p.label.clone(),
+        field(&p.label).into_owned(),
         link_word(view).to_owned(),
         p.rec.pid.to_string(),
         port(&p.rec.url),
@@ -108,7 +115,7 @@ pub fn calls(board: &Board) -> Vec<String> {
                 0 => "idle".to_owned(),
                 n => format!("{n} in flight: {}", flying.join(", ")),
             };
-            lines.push(format!("{caller} → {callee}  {state}"));
+            lines.push(format!("{caller} → {}  {state}", field(&callee)));
         }
     }
     lines
@@ -126,8 +133,8 @@ pub fn delegations(board: &Board) -> Vec<String> {
                 "{} {} → {} ({})",
                 name_of(&p.rec),
                 short(&d.task),
-                d.capsule,
-                d.id
+                field(&d.capsule),
+                field(&d.id)
             ));
         }
     }
@@ -142,7 +149,7 @@ pub fn alerts(board: &Board) -> Vec<String> {
         .map(|a| {
             let who = board
                 .placed(&a.session)
-                .map(|p| name_of(&p.rec).to_owned())
+                .map(|p| name_of(&p.rec))
                 .unwrap_or_else(|| short(&a.session));
             let task = match a.task.as_str() {
                 "" => String::new(),
@@ -181,22 +188,23 @@ pub fn address(p: &Placed) -> String {
     }
 }
 
-/// An id as the view shortens it: its kind and its last 8 characters (`tsk_…9f2a1c0d`). Ids are
-/// UUIDv7, whose first characters are the time: tasks started together share them, so the end
-/// is what tells them apart.
+/// An id as the view shortens it: its kind and its last 8 characters (`tsk_…9f2a1c0d`), one
+/// visible line (an id is the door's word). Ids are UUIDv7, whose first characters are the
+/// time: tasks started together share them, so the end is what tells them apart.
 pub fn short(id: &str) -> String {
     let end = id.get(id.len().saturating_sub(8)..);
-    match (id.split_once('_'), end) {
+    let shortened = match (id.split_once('_'), end) {
         (Some((kind, _)), Some(end)) if id.len() > 16 => format!("{kind}_…{end}"),
         _ => id.to_owned(),
-    }
+    };
+    field(&shortened).into_owned()
 }
 
-/// The port of a door URL.
+/// The port of a door URL, one visible line.
 pub fn port(url: &str) -> String {
     url.rsplit(':')
         .next()
-        .map(|p| p.trim_end_matches('/').to_owned())
+        .map(|p| field(p.trim_end_matches('/')).into_owned())
         .unwrap_or_default()
 }
 

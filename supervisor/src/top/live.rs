@@ -134,7 +134,7 @@ fn act(action: Action, view: &mut View, tx: &mpsc::Sender<Update>) {
             view.say(vec![format!("cancel {task} …")]);
             tokio::spawn(async move {
                 let lines = match stopping::cancel(&rec, &task).await {
-                    Ok(lines) => shown(lines),
+                    Ok(lines) => lines,
                     Err(e) => vec![format!("cancel failed: {}", e.message())],
                 };
                 let _ = tx.send(Update::Said(lines)).await;
@@ -151,7 +151,7 @@ fn act(action: Action, view: &mut View, tx: &mpsc::Sender<Update>) {
                 if let Err(e) = stopped {
                     lines.push(format!("stop failed: {}", e.message()));
                 }
-                let _ = tx.send(Update::Said(shown(lines))).await;
+                let _ = tx.send(Update::Said(lines)).await;
             });
         }
         Action::OpenTrace(rec) => {
@@ -164,21 +164,16 @@ fn act(action: Action, view: &mut View, tx: &mpsc::Sender<Update>) {
                 Err(e) => vec![format!("cannot read {}: {e}", path.display())],
             };
             view.overlay = Some(Overlay::Trace {
-                title: format!("trace of {} (q closes)", rec.session_id),
+                title: format!(
+                    "trace of {} (q closes)",
+                    crate::terminal::field(&rec.session_id)
+                ),
                 lines,
                 top: 0,
             });
         }
         Action::Quit => {}
     }
-}
-
-/// An action's lines as the screen may show them (a residue item names a command a harness ran).
-fn shown(lines: Vec<String>) -> Vec<String> {
-    lines
-        .into_iter()
-        .map(|l| crate::terminal::shown(&l).into_owned())
-        .collect()
 }
 
 /// The keyboard, read on a thread of its own (crossterm reads block) and handed to the loop.

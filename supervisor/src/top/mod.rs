@@ -10,6 +10,8 @@
 mod board;
 mod cells;
 mod feed;
+#[cfg(test)]
+mod forged;
 mod live;
 mod screen;
 mod snapshot;

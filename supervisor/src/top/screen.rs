@@ -124,7 +124,8 @@ fn draw_members(f: &mut Frame, area: Rect, board: &Board, view: &View, now_ms: i
                 if let Some(h) = pending_heading.take() {
                     // The tree's glyphs say it is a formation; its name, version and entry
                     // fit the column.
-                    let h = h.strip_prefix("formation ").unwrap_or(&h).to_owned();
+                    let h = h.strip_prefix("formation ").unwrap_or(&h);
+                    let h = crate::terminal::field(h).into_owned();
                     rows.push(Row::new(vec![Cell::from(""), Cell::from(h)]));
                 }
                 let mut cells: Vec<Cell> = vec![Cell::from(cells::address(p))];
@@ -229,11 +230,7 @@ fn draw_tasks(f: &mut Frame, area: Rect, board: &Board, view: &View, now_ms: i64
         Constraint::Length(8),
         Constraint::Min(10),
     ];
-    let title = format!(
-        "tasks of {} {}",
-        super::board::name_of(&p.rec),
-        cells::address(p)
-    );
+    let title = format!("tasks of {} {}", cells::name_of(&p.rec), cells::address(p));
     let table = Table::new(rows, widths)
         .header(Row::new(cells::TASK_COLUMNS).style(Style::new().add_modifier(Modifier::BOLD)))
         .block(block(&title, view.focus == Focus::Tasks));

@@ -2,10 +2,11 @@
 //! plain text, for scripts and tests. The board is filled the way the live view fills it, but
 //! once: each door's ListTasks and each session's trace, no stream.
 
-use super::board::{name_of, Board, Link};
+use super::board::{Board, Link};
 use super::{cells, feed};
 use crate::follow::JsonLines;
 use crate::listing::Entry;
+use crate::terminal::field;
 
 /// Reads every shown session once into `board`: each door is asked at the same time, so a
 /// door that does not answer costs its own timeout once, not one per session.
@@ -70,11 +71,11 @@ fn members(board: &Board, now_ms: i64) -> String {
     let mut headings = Vec::new();
     for entry in &board.entries {
         match entry {
-            Entry::Heading(h) => headings.push((rows.len(), h.clone())),
+            Entry::Heading(h) => headings.push((rows.len(), field(h).into_owned())),
             Entry::Capsule(p) => {
                 let mut row = vec![cells::address(p)];
                 row.extend(cells::member(p, board.session(&p.rec.session_id), now_ms));
-                row.push(p.rec.session_id.clone());
+                row.push(field(&p.rec.session_id).into_owned());
                 rows.push(row);
             }
         }
@@ -99,7 +100,7 @@ fn tasks(board: &Board, now_ms: i64) -> Vec<String> {
             continue;
         };
         for t in &view.tasks {
-            let mut row = vec![name_of(&p.rec).to_owned()];
+            let mut row = vec![cells::name_of(&p.rec)];
             row.extend(cells::task(t, now_ms));
             rows.push(row);
         }

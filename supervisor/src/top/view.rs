@@ -70,8 +70,11 @@ impl View {
         }
     }
 
+    /// Keeps `lines` for the bottom of the screen, each one visible line: what an action
+    /// answered holds the door's words (ids, residue commands).
     pub fn say(&mut self, lines: Vec<String>) {
-        self.said.extend(lines);
+        self.said
+            .extend(lines.iter().map(|l| crate::terminal::field(l).into_owned()));
         let over = self.said.len().saturating_sub(SAID_KEPT);
         self.said.drain(..over);
     }
@@ -288,6 +291,7 @@ impl View {
             (Some(f), None) => format!("formation {f}, every member of it"),
             _ => format!("{} {} ({})", p.rec.name, p.rec.version, p.rec.session_id),
         };
+        let what = crate::terminal::field(&what).into_owned();
         self.overlay = Some(Overlay::ConfirmStop {
             session: p.rec.session_id.clone(),
             what,

@@ -8,6 +8,7 @@ use serde_json::Value;
 use super::{detail, parse, rule, s};
 use crate::error::{CliError, CliResult, Code};
 use crate::records;
+use crate::terminal;
 
 /// One member of the formation being shown: its roster name, its session, and its events
 /// (`None` when its trace cannot be read: it never started, or its folder was removed).
@@ -81,29 +82,36 @@ fn render_formation(roster: &records::Roster, members: &[MemberTrace]) -> String
     out.push('\n');
     out.push_str(&format!(
         "formation:  {} {}\n",
-        roster.formation, roster.version
+        terminal::field(&roster.formation),
+        terminal::field(&roster.version)
     ));
-    out.push_str(&format!("entry:      {}\n", roster.entry));
-    let width = members.iter().map(|m| m.name.chars().count()).max();
+    out.push_str(&format!("entry:      {}\n", terminal::field(&roster.entry)));
+    // The roster's names, as they are shown: one line each.
+    let names: Vec<String> = members
+        .iter()
+        .map(|m| terminal::field(&m.name).into_owned())
+        .collect();
+    let width = names.iter().map(|n| n.chars().count()).max();
     let width = width.unwrap_or(0);
-    for m in members {
+    for (m, name) in members.iter().zip(&names) {
         let missing = if m.events.is_none() {
             "  (no trace)"
         } else {
             ""
         };
         out.push_str(&format!(
-            "member:     {:<width$}  {}{missing}\n",
-            m.name, m.session
+            "member:     {name:<width$}  {}{missing}\n",
+            terminal::field(&m.session)
         ));
     }
     let mut merged: Vec<(&str, &str, &Value)> = members
         .iter()
-        .flat_map(|m| {
+        .zip(&names)
+        .flat_map(|(m, name)| {
             m.events
                 .iter()
                 .flatten()
-                .map(move |e| (s(e, "timestamp"), m.name.as_str(), e))
+                .map(move |e| (s(e, "timestamp"), name.as_str(), e))
         })
         .collect();
     merged.sort_by(|a, b| a.0.cmp(b.0));
@@ -233,6 +241,24 @@ member:     reviewer  ses_c  (no trace)
                 && last.ends_with("x…"),
             "{last}"
         );
+    }
+
+    #[test]
+    fn names_from_the_roster_and_the_records_are_shown_on_their_own_lines() {
+        use crate::terminal::{assert_forged_shown, FORGED};
+        let forged: records::Roster = serde_json::from_value(json!({
+            "formation": FORGED, "version": FORGED, "member": "lead", "entry": FORGED,
+            "members": {FORGED: FORGED},
+        }))
+        .unwrap();
+        let text = format!(
+            "{}\n",
+            json!({"event_type": "egress_denied", "timestamp": "2026-11-30T15:53:01.100Z", "task_id": FORGED, "host": FORGED, "port": 1})
+        );
+        let members = [member(FORGED, FORGED, Some(parse(&text)))];
+        let out = render_formation(&forged, &members);
+        assert_forged_shown(&out);
+        assert_eq!(out.lines().count(), 6, "{out}");
     }
 
     #[test]

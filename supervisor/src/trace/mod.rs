@@ -8,6 +8,8 @@ use std::path::Path;
 
 use serde_json::Value;
 
+use crate::terminal;
+
 /// How wide a section's rule is drawn, in characters. The guide's own example draws Session's
 /// 49 wide and Tasks' 48 (a2a-messaging-guide, the trace after a delegation), so those two are
 /// drawn exactly so; the sections it does not draw take [`RULE_WIDTH`].
@@ -32,12 +34,34 @@ fn short(id: &str) -> &str {
     id.get(..12).unwrap_or(id)
 }
 
-/// The records of a trace.jsonl; a line that is not JSON (a record cut short by a crash) is
+/// The records of a trace.jsonl, as they may be shown: every string in them (keys included)
+/// through [`terminal::field`], so a host, a command or an id a harness shaped can never break
+/// the line it is printed in. A line that is not JSON (a record cut short by a crash) is
 /// skipped rather than hiding the rest.
 pub fn parse(text: &str) -> Vec<Value> {
     text.lines()
         .filter_map(|l| serde_json::from_str(l).ok())
+        .map(displayable)
         .collect()
+}
+
+/// `v` with every string in it, keys included, one visible line.
+fn displayable(v: Value) -> Value {
+    let one_line = |t: String| match terminal::field(&t) {
+        std::borrow::Cow::Borrowed(_) => t,
+        std::borrow::Cow::Owned(shown) => shown,
+    };
+    match v {
+        Value::String(t) => Value::String(one_line(t)),
+        Value::Array(items) => Value::Array(items.into_iter().map(displayable).collect()),
+        Value::Object(fields) => Value::Object(
+            fields
+                .into_iter()
+                .map(|(k, v)| (one_line(k), displayable(v)))
+                .collect(),
+        ),
+        other => other,
+    }
 }
 
 pub fn render(events: &[Value]) -> String {
@@ -243,11 +267,7 @@ fn delegations(events: &[Value], depth: usize) -> String {
         ));
         let trace = Path::new(s(d, "child_workdir")).join("trace.jsonl");
         out.push_str(&format!("{pad}  trace: {}\n", trace.display()));
-        let child: Vec<Value> = std::fs::read_to_string(&trace)
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect();
+        let child = parse(&std::fs::read_to_string(&trace).unwrap_or_default());
         for line in child_tasks(&child) {
             out.push_str(&format!("{pad}    {line}\n"));
         }
@@ -517,5 +537,47 @@ mod tests {
 
     fn event(ts: &str, kind: &str, task: &str) -> Value {
         json!({"event_type": kind, "session_id": "ses_x", "timestamp": ts, "task_id": task})
+    }
+
+    #[test]
+    fn a_field_a_harness_shaped_is_shown_on_its_own_line_never_obeyed() {
+        use crate::terminal::{assert_forged_shown, FORGED};
+        let records = [
+            json!({"event_type": "session_start", "session_id": "ses_x", "capsule": FORGED, "version": "1", "url": FORGED}),
+            json!({"event_type": "a2a_task_received", "task_id": FORGED}),
+            json!({"event_type": "task_end", "task_id": FORGED, "status": FORGED}),
+            json!({"event_type": "task_failed", "task_id": FORGED, "cause": FORGED}),
+            json!({"event_type": "harness_start", "task_id": "tsk_1", "pid": 7, "session_mode": FORGED}),
+            json!({"event_type": "harness_interrupt", "task_id": "tsk_1", "interrupt": FORGED}),
+            json!({"event_type": "egress_denied", "task_id": "tsk_1", "host": FORGED, "port": 443}),
+            json!({"event_type": "harness_session_forgotten", "context_id": FORGED, "harness_session": FORGED}),
+            json!({"event_type": "shell_start", "task_id": "tsk_1", "work_id": FORGED, "binary": FORGED, "command": FORGED}),
+            json!({"event_type": "shell_refused", "task_id": "tsk_1", "reason": FORGED, "command": FORGED}),
+            json!({"event_type": "a2a_send", "caller_task_id": "tsk_1", "peer_url": FORGED, "task_id": FORGED}),
+            json!({"event_type": "member_call", "caller_task_id": "tsk_1", "member": FORGED, "status": FORGED, "reason": FORGED}),
+            json!({"event_type": "network_refused", "caller_task_id": "tsk_1", "destination": FORGED, "reason": FORGED}),
+            json!({"event_type": "delegation_start", "task_id": "tsk_1", "delegation_id": FORGED, "capsule": FORGED, "version": FORGED, "child_workdir": FORGED}),
+            json!({"event_type": "tool_call", "task_id": "tsk_1", "tool": FORGED, FORGED: FORGED}),
+        ];
+        let text: String = records.iter().map(|r| format!("{r}\n")).collect();
+        let events = parse(&text);
+        let out = render(&events);
+        assert_forged_shown(&out);
+        // Every line but the rules and the section's own is one a record made: none is extra.
+        assert_eq!(
+            out.lines().count(),
+            render(&parse(&text.replace(FORGED, "plain")))
+                .lines()
+                .count(),
+            "{out}"
+        );
+        for e in &events {
+            assert_forged_shown(&detail(e));
+        }
+        let unknown = parse(&format!(
+            "{}\n",
+            json!({"event_type": FORGED, FORGED: FORGED})
+        ));
+        assert_forged_shown(&detail(&unknown[0]));
     }
 }

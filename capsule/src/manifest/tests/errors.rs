@@ -73,6 +73,29 @@ fn e002_anchors_and_aliases_are_refused_naming_the_line() {
 }
 
 #[test]
+fn e002_text_the_alias_check_cannot_read_is_refused_when_it_could_hold_one() {
+    // serde_yaml reads a tab after `:`, the alias check's parser stops there: what follows
+    // once reached serde_yaml unchecked, its alias expanded.
+    let text = "name:\ta\nversion: \"1\"\nq: &q queue\nlifecycle:\n  task_acceptance: *q\n";
+    assert!(serde_yaml::from_str::<serde_yaml::Value>(text).is_ok());
+    let err = refused(
+        text,
+        ErrorCode::Syntax,
+        "",
+        "error[E-MAN-002]: worker/murmur.yaml: line 1 column 7: ':' must be followed by a valid \
+         YAML whitespace: murmur cannot read past here to check the manifest for YAML anchors and \
+         aliases\n  hint: fix the YAML at line 1 (a tab after `:` or `-` counts: write a space \
+         there); a manifest murmur cannot check for aliases is refused, since an alias can make a \
+         few lines stand for more manifest than murmur reads",
+    );
+    assert_eq!((err.line(), err.column()), (Some(1), Some(7)));
+    // With no `&` and no `*` anywhere, there is nothing to expand: serde_yaml reads it.
+    let tabbed = MINIMAL.replacen("name: ", "name:\t", 1);
+    assert!(!tabbed.contains(['&', '*']));
+    parse(&tabbed).expect("a tab after a colon, with no anchor possible, is read");
+}
+
+#[test]
 fn e003_typo_gets_did_you_mean() {
     let err = refused(
         &with("lifecycle:\n  task_acceptence: queue\n"),
