@@ -1048,3 +1048,78 @@ fn a_manifest_grants_a_secret_and_protects_more() {
         "{said}"
     );
 }
+
+/// A `CONNECT` target holding an escape sequence, a newline and a forged trace line is refused
+/// and traced, and `mur trace show` and `mur watch` print it on the refusal's own line with
+/// every control made visible: the harness forges no line of the operator's terminal.
+fn an_egress_host_forges_no_line_of_the_operators(who: Who) {
+    let home = row_home(who);
+    let run = jailed_as(&home, None, "", &[]);
+    let (mut watch, lines) = watch_lines(&home, &run.session);
+    // The watch is connected once the door's connection-ack is printed.
+    assert!(wait_until(Duration::from_secs(30), || lines
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|l| l == "[connection-ack]")));
+    let said = harness_python(
+        &run,
+        "import json, os, socket
+port = int(os.environ['HTTP_PROXY'].rsplit(':', 1)[1])
+s = socket.create_connection(('127.0.0.1', port))
+s.sendall(b'CONNECT \\x1b]0;PWNED\\x07x\\ntsk_forged completed:0 HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n')
+print(json.dumps({'reply': s.recv(200).decode(errors='replace').split('\\r\\n')[0]}))",
+    );
+    assert!(
+        said["reply"].as_str().is_some_and(|r| r.contains("403")),
+        "{said}"
+    );
+    let denied = wait_for_denied(&home, &run);
+    assert!(
+        denied["host"]
+            .as_str()
+            .is_some_and(|h| h.contains('\u{1b}') || h.contains("tsk_forged")),
+        "the host is traced as sent: {denied}"
+    );
+    let forged = |out: &str| {
+        out.contains('\u{1b}')
+            || out.contains('\u{7}')
+            || out
+                .lines()
+                .any(|l| l.trim_start().starts_with("tsk_forged"))
+    };
+    let (code, out, err) = home.run(&["trace", "show", &run.session]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        !forged(&out),
+        "trace show obeyed the harness's text:\n{out}"
+    );
+    assert!(
+        out.lines()
+            .any(|l| l.contains("egress refused") && l.contains("^[]0;PWNED^G")),
+        "the refusal is shown on its line:\n{out}"
+    );
+    let mut shown = String::new();
+    wait_until(Duration::from_secs(10), || {
+        shown = lines.lock().unwrap().join("\n");
+        shown.contains("PWNED")
+    });
+    let _ = watch.kill();
+    let _ = watch.wait();
+    assert!(
+        !forged(&shown),
+        "mur watch obeyed the harness's text:\n{shown}"
+    );
+    assert!(shown.contains("^[]0;PWNED^G"), "{shown}");
+}
+as_root_and_as_a_user!(an_egress_host_forges_no_line_of_the_operators);
+
+/// The first `egress_denied` record of the session, waited for.
+fn wait_for_denied(home: &Home, run: &Launch) -> Value {
+    let mut found = None;
+    wait_until(Duration::from_secs(10), || {
+        found = egress_denied(home, run).into_iter().next();
+        found.is_some()
+    });
+    found.expect("an egress_denied record")
+}
