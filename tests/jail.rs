@@ -131,436 +131,7 @@ fn egress_denied(home: &Home, run: &Launch) -> Vec<Value> {
         .collect()
 }
 
-#[test]
-fn an_ungranted_loopback_listener_gets_no_connection() {
-    let home = Home::new();
-    let listener = Counting::start();
-    let run = jailed(&home, "");
-    let port = listener.port;
-    // Straight at it, ignoring the proxy: nothing listens on that port inside the namespace.
-    let (direct, _) = harness_runs(
-        &run,
-        &format!("curl -s -m 5 --noproxy '*' http://127.0.0.1:{port}/"),
-    );
-    assert_eq!(direct["code"], 7, "curl could not connect: {direct}");
-    // Through the proxy: refused, named, traced.
-    let (proxied, task) = harness_runs(
-        &run,
-        &format!("curl -s -m 5 --noproxy '' --proxy \"$HTTP_PROXY\" http://127.0.0.1:{port}/"),
-    );
-    assert_eq!(
-        proxied["out"],
-        format!(
-            "murmur: egress to 127.0.0.1:{port} is refused: this capsule's harness may reach \
-             nothing (capabilities.network.allow, the members it calls, and its CLI's \
-             provider); add the destination to capabilities.network.allow to grant it\n"
-        ),
-        "{proxied}"
-    );
-    let denied = egress_denied(&home, &run);
-    assert_eq!(denied.len(), 1, "{denied:?}");
-    assert_eq!(
-        (
-            &denied[0]["task_id"],
-            &denied[0]["host"],
-            &denied[0]["port"]
-        ),
-        (
-            &Value::from(task),
-            &Value::from("127.0.0.1"),
-            &Value::from(port)
-        )
-    );
-    assert_eq!(listener.count(), 0, "the listener was reached");
-}
-
-#[test]
-fn a_granted_loopback_destination_is_reached() {
-    let home = Home::new();
-    let listener = Counting::start();
-    let port = listener.port;
-    let run = jailed(
-        &home,
-        &format!("capabilities:\n  network:\n    allow: [\"127.0.0.1:{port}\"]\n"),
-    );
-    let (direct, _) = harness_runs(&run, &format!("curl -s -m 5 http://127.0.0.1:{port}/"));
-    assert_eq!(
-        (direct["code"].as_i64(), direct["out"].as_str()),
-        (Some(0), Some("counted\n"))
-    );
-    assert_eq!(listener.count(), 1);
-    let (proxied, _) = harness_runs(
-        &run,
-        &format!("curl -s -m 5 --noproxy '' --proxy \"$HTTP_PROXY\" http://127.0.0.1:{port}/"),
-    );
-    assert_eq!(proxied["out"], "counted\n", "{proxied}");
-    assert_eq!(listener.count(), 2);
-    assert!(egress_denied(&home, &run).is_empty());
-}
-
-#[test]
-fn an_unlisted_name_is_refused_and_nothing_routes_off_loopback() {
-    let home = Home::new();
-    let run = jailed(&home, "");
-    let (said, task) = harness_runs(&run, "curl -s -m 5 http://unlisted.example/secret?k=v");
-    assert!(
-        said["out"]
-            .as_str()
-            .unwrap()
-            .starts_with("murmur: egress to unlisted.example:80 is refused"),
-        "{said}"
-    );
-    let (tls, _) = harness_runs(&run, "curl -s -m 5 https://unlisted.example/");
-    assert_ne!(tls["code"], 0, "CONNECT was refused: {tls}");
-    let denied = egress_denied(&home, &run);
-    assert_eq!(denied.len(), 2, "{denied:?}");
-    assert_eq!(
-        (&denied[0]["host"], &denied[0]["port"], &denied[1]["port"]),
-        (
-            &Value::from("unlisted.example"),
-            &Value::from(80),
-            &Value::from(443)
-        )
-    );
-    // No resolver, no interface but lo, no route: a program that ignores the proxy variables
-    // has nowhere to send a packet.
-    let (dns, _) = harness_runs(&run, "getent hosts unlisted.example");
-    assert_ne!(dns["code"], 0, "{dns}");
-    let (net, _) = harness_runs(
-        &run,
-        "awk 'NR > 2 { print $1 }' /proc/net/dev; tail -n +2 /proc/net/route",
-    );
-    assert_eq!(net["out"], "lo:\n", "{net}");
-    // `mur trace show` names each refusal under Harness.
-    let (code, out, err) = home.run(&["trace", "show", &run.session]);
-    assert_eq!(code, 0, "{err}");
-    let short = &task[..12];
-    let line = format!("{short}  egress refused  unlisted.example:80");
-    assert!(
-        out.lines().any(|l| l.ends_with(&line)),
-        "no line {line:?} in\n{out}"
-    );
-}
-
-#[test]
-fn root_in_the_jail_cannot_unmount_the_hide() {
-    let home = Home::new();
-    // Another session of the same user, with minted tokens in $MURMUR_HOME/run.
-    let guarded = {
-        let m = home.write(
-            "guarded/murmur.yaml",
-            &format!(
-                "{}network:\n  authentication:\n    scheme: bearer\n",
-                Fixture::default().yaml()
-            ),
-        );
-        Launch::start(&home, &m, &[])
-    };
-    let run = jailed(&home, "");
-    let run_dir = home.home.join("run");
-    let tokens = run_dir.join(format!("{}.tokens", guarded.session));
-    assert!(tokens.exists());
-    let operator = home.operator_token(&guarded.session);
-    let (said, _) = harness_runs(
-        &run,
-        &format!(
-            "umount {dir} || umount -l {dir}; cat {dir}/*.tokens; grep CapEff /proc/self/status",
-            dir = run_dir.display()
-        ),
-    );
-    assert!(!said.to_string().contains(&operator), "{said}");
-    let err = said["err"].as_str().unwrap();
-    assert!(err.contains("umount"), "umount was refused: {said}");
-    // Only CAP_SETFCAP (bit 31) is left, whatever the uid: no CAP_SYS_ADMIN to undo a mount.
-    assert!(
-        said["out"]
-            .as_str()
-            .unwrap()
-            .contains("CapEff:\t0000000080000000"),
-        "{said}"
-    );
-}
-
-#[test]
-fn a_planted_secret_in_murs_environment_reaches_no_harness() {
-    let home = Home::new();
-    let secret = "planted-secret-4242";
-    let run = jailed_env(
-        &home,
-        "harness:\n  env: [NPM_TOKEN]\n",
-        &[
-            ("AWS_SECRET_ACCESS_KEY", secret.to_owned()),
-            ("SSH_AUTH_SOCK", format!("/tmp/{secret}.sock")),
-            ("OPENAI_API_KEY", secret.to_owned()),
-            ("NPM_TOKEN", "declared-npm-token".to_owned()),
-        ],
-    );
-    let (said, _) = harness_runs(
-        &run,
-        "env; echo ---; tr '\\0' '\\n' < /proc/1/environ; echo ---; for p in /proc/[0-9]*; do \
-         tr '\\0' '\\n' < $p/environ; done 2>/dev/null",
-    );
-    let out = said["out"].as_str().unwrap();
-    assert!(!out.contains(secret), "a secret reached the jail: {out}");
-    assert!(!out.contains("MURMUR_HOME="), "{out}");
-    let env_part = out.split("---").next().unwrap();
-    assert!(
-        env_part
-            .lines()
-            .any(|l| l == "NPM_TOKEN=declared-npm-token"),
-        "the manifest's harness.env passes: {env_part}"
-    );
-    assert!(env_part.lines().any(|l| l.starts_with("PATH=")));
-}
-
-#[test]
-fn replacing_the_mur_binary_runs_nothing_of_the_harnesss() {
-    let mut home = Home::new();
-    // A mur in the work folder (a project's own build, say), which the harness may write.
-    let bin = home.work.join("bin/mur");
-    std::fs::create_dir_all(bin.parent().unwrap()).unwrap();
-    std::fs::copy(mur_bin(), &bin).unwrap();
-    home.bin = bin.clone();
-    let run = jailed(&home, "");
-    let marker = home.root.join("planted-ran");
-    let planted = home.write(
-        "planted.sh",
-        &format!("#!/bin/sh\ntouch {}\nexit 1\n", marker.display()),
-    );
-    let (said, _) = harness_runs(
-        &run,
-        &format!(
-            "cp {} {bin}.new && chmod +x {bin}.new && mv {bin}.new {bin}",
-            planted.display(),
-            bin = bin.display()
-        ),
-    );
-    // `mur` is read-only to the harness (its mount refuses the rename), and had it been
-    // replaced, the next keeper would still be murmur's own binary.
-    assert!(
-        said["err"]
-            .as_str()
-            .is_some_and(|e| e.ends_with("Device or resource busy\n")),
-        "the harness could replace the file: {said}"
-    );
-    assert_eq!(
-        std::fs::read(&bin).unwrap(),
-        std::fs::read(mur_bin()).unwrap()
-    );
-    // The next attempt's keeper is murmur's own binary still: the task runs, nothing planted.
-    let (again, _) = harness_runs(&run, "echo still-contained");
-    assert_eq!(again["out"], "still-contained\n", "{again}");
-    assert!(!marker.exists(), "the planted program ran");
-}
-
-#[test]
-fn the_harness_writes_only_its_work_folder_and_private_tmp() {
-    let home = Home::new();
-    // Another session of this folder, whose records the harness must not see.
-    let other = {
-        let m = home.write("other/murmur.yaml", &Fixture::default().yaml());
-        Launch::start(&home, &m, &[])
-    };
-    let run = jailed(&home, "");
-    let outside = home.root.join("outside.txt");
-    let sessions = home.records(&run.session).parent().unwrap().to_path_buf();
-    let (said, _) = harness_runs(
-        &run,
-        &format!(
-            "echo x > {outside}; echo outside=$?; echo x > ./inside.txt; echo inside=$?; \
-             echo x > \"$TMPDIR/t\"; echo tmp=$?; ls {sessions}; cat {trace} >/dev/null; \
-             echo other-trace=$?",
-            outside = outside.display(),
-            sessions = sessions.display(),
-            trace = home.records(&other.session).join("trace.jsonl").display(),
-        ),
-    );
-    assert_eq!(
-        said["out"],
-        format!(
-            "outside=2\ninside=0\ntmp=0\n{}\nother-trace=1\n",
-            run.session
-        ),
-        "{said}"
-    );
-    assert!(!outside.exists());
-    assert_eq!(
-        std::fs::read_to_string(home.work.join("inside.txt")).unwrap(),
-        "x\n"
-    );
-}
-
-#[test]
-fn a_manifest_that_requires_a_wall_is_refused_where_it_is_missing() {
-    let home = Home::new();
-    let manifest = home.write(
-        "murmur.yaml",
-        &format!(
-            "{}harness:\n  require: [network, files]\n",
-            Fixture::default().yaml()
-        ),
-    );
-    let out = home
-        .mur()
-        .env("MURMUR_CONTAINMENT", "fallback")
-        .args(["run", "--manifest"])
-        .arg(&manifest)
-        .args(["--task", "hi"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    assert_eq!(
-        String::from_utf8_lossy(&out.stderr),
-        format!(
-            "error[E-RUN-050]: {} requires the network wall (harness.require), which is missing: \
-             fallback mode, MURMUR_CONTAINMENT=fallback asks for it\n  hint: run it where the \
-             kernel grants unprivileged user, PID, mount and network namespaces (`mur install` \
-             lists the walls), or drop that wall from harness.require\n",
-            manifest.display()
-        )
-    );
-    let sessions = home.records("none").parent().unwrap().to_path_buf();
-    let started = std::fs::read_dir(&sessions).map(|d| d.count()).unwrap_or(0);
-    assert_eq!(started, 0, "nothing started");
-    // Where the walls stand, it runs.
-    let run = jailed(&home, "harness:\n  require: [network, files]\n");
-    let (said, _) = harness_runs(&run, "echo walled");
-    assert_eq!(said["out"], "walled\n");
-}
-
-#[test]
-fn the_formations_wiring_files_and_the_capsules_processes_are_out_of_reach() {
-    let home = Home::new();
-    // A running formation of the same user: its members' wiring files sit in $MURMUR_HOME/run.
-    let (formation, _members) = Launch::start_formation(
-        &home,
-        &repo_root().join("manifests/split/formation.yaml"),
-        &[],
-    );
-    let run_dir = home.home.join("run");
-    let wiring: Vec<_> = std::fs::read_dir(&run_dir)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "wiring"))
-        .collect();
-    assert!(!wiring.is_empty(), "the formation wrote its wiring");
-    let run = jailed(&home, "");
-    let capsule = descendants(run.pid())
-        .into_iter()
-        .find(|p| cmdline(*p).contains("__capsule"))
-        .unwrap();
-    let (said, _) = harness_runs(
-        &run,
-        &format!(
-            "ls -A {run}; cat {wiring}; ls /proc/{pid}/root; cat /proc/{pid}/environ; kill -0 {pid}; \
-             python3 -c 'import ctypes; print(ctypes.CDLL(None).ptrace(16, {pid}, 0, 0))'",
-            run = run_dir.display(),
-            wiring = wiring[0].display(),
-            pid = capsule
-        ),
-    );
-    // The run folder is empty, the wiring unreadable; the capsule's pid is not in the
-    // harness's PID namespace, so neither /proc, signals nor ptrace (PTRACE_ATTACH) reach it.
-    assert_eq!(said["out"], "-1\n", "{said}");
-    let err = said["err"].as_str().unwrap();
-    assert!(
-        err.contains(&format!(
-            "cat: {}: No such file or directory",
-            wiring[0].display()
-        )),
-        "{err}"
-    );
-    assert!(err.contains(&format!("/proc/{capsule}/root")), "{err}");
-    drop(formation);
-}
-
-#[test]
-fn mur_watch_names_each_egress_refusal() {
-    let home = Home::new();
-    let run = jailed(&home, "");
-    let (mut watch, lines) = watch_lines(&home, &run.session);
-    // The watch is connected once the door's connection-ack is printed.
-    assert!(wait_until(Duration::from_secs(30), || lines
-        .lock()
-        .unwrap()
-        .iter()
-        .any(|l| l == "[connection-ack]")));
-    let (_, task) = harness_runs(&run, "curl -s -m 5 http://unlisted.example/");
-    let expected = format!("{}  egress refused  unlisted.example:80", &task[..12]);
-    let seen = wait_until(Duration::from_secs(30), || {
-        lines.lock().unwrap().contains(&expected)
-    });
-    let _ = watch.kill();
-    let _ = watch.wait();
-    assert!(seen, "no line {expected:?} in {:?}", lines.lock().unwrap());
-}
-
-#[test]
-fn an_agent_socket_of_the_users_is_out_of_reach() {
-    let home = Home::new();
-    // An ssh-agent-like socket of the user's, where agents keep them: a folder of its own under
-    // /tmp, readable by the harness like the rest of /tmp.
-    let dir = std::env::temp_dir().join(format!(
-        "murmur-ssh-{}-{}",
-        std::process::id(),
-        home.root.file_name().unwrap().to_string_lossy()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("agent.sock");
-    let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let run = jailed(&home, "");
-    let (said, _) = harness_runs(
-        &run,
-        &format!(
-            "ls {sock}; python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); \
-             s.connect('{sock}')\"",
-            sock = path.display()
-        ),
-    );
-    // The file is in sight, but no unix socket can be opened to reach it.
-    assert_eq!(said["out"], format!("{}\n", path.display()), "{said}");
-    assert_ne!(said["code"], 0, "{said}");
-    assert!(
-        said["err"].as_str().unwrap().contains("PermissionError"),
-        "{said}"
-    );
-    assert!(listener.accept().is_err(), "the socket took a connection");
-    std::fs::remove_dir_all(&dir).unwrap();
-}
-
-#[test]
-fn a_wall_that_cannot_be_raised_refuses_the_attempt() {
-    let home = Home::new();
-    let missing = home.root.join("no-such-folder");
-    let run = jailed_env(
-        &home,
-        "",
-        &[("MURMUR_HARNESS_WRITABLE", missing.display().to_string())],
-    );
-    let done = run.send("@run echo should-not-run", false);
-    let task = &done["result"]["task"];
-    assert_eq!(task["status"]["state"], "TASK_STATE_FAILED", "{done}");
-    // The wall never fails open: the attempt is refused, naming what could not be kept.
-    assert_eq!(
-        task["status"]["message"]["parts"][0]["text"],
-        format!(
-            "the harness could not be contained: cannot let the harness at {}: it is not an \
-             absolute path to a folder",
-            missing.display()
-        )
-    );
-    let exit = home
-        .trace(&run.session)
-        .into_iter()
-        .find(|e| e["event_type"] == "harness_exit")
-        .unwrap();
-    assert_eq!(exit["cause"], "not_started", "{exit}");
-}
-
-// ---- escapes: the terminal, io_uring, keyrings, IPC, root's /proc and /dev, planted files,
-// other homes and the user's secrets — each tried as root and as an unprivileged user ----
+// The escape rows run as root and as an unprivileged user.
 
 /// Who runs `mur` for an escape row.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -709,6 +280,438 @@ macro_rules! as_root_and_as_a_user {
             }
         }
     };
+}
+
+fn an_ungranted_loopback_listener_gets_no_connection(who: Who) {
+    let home = row_home(who);
+    let listener = Counting::start();
+    let run = jailed_as(&home, None, "", &[]);
+    let port = listener.port;
+    // Straight at it, ignoring the proxy: nothing listens on that port inside the namespace.
+    let (direct, _) = harness_runs(
+        &run,
+        &format!("curl -s -m 5 --noproxy '*' http://127.0.0.1:{port}/"),
+    );
+    assert_eq!(direct["code"], 7, "curl could not connect: {direct}");
+    // Through the proxy: refused, named, traced.
+    let (proxied, task) = harness_runs(
+        &run,
+        &format!("curl -s -m 5 --noproxy '' --proxy \"$HTTP_PROXY\" http://127.0.0.1:{port}/"),
+    );
+    assert_eq!(
+        proxied["out"],
+        format!(
+            "murmur: egress to 127.0.0.1:{port} is refused: this capsule's harness may reach \
+             nothing (capabilities.network.allow, the members it calls, and its CLI's \
+             provider); add the destination to capabilities.network.allow to grant it\n"
+        ),
+        "{proxied}"
+    );
+    let denied = egress_denied(&home, &run);
+    assert_eq!(denied.len(), 1, "{denied:?}");
+    assert_eq!(
+        (
+            &denied[0]["task_id"],
+            &denied[0]["host"],
+            &denied[0]["port"]
+        ),
+        (
+            &Value::from(task),
+            &Value::from("127.0.0.1"),
+            &Value::from(port)
+        )
+    );
+    assert_eq!(listener.count(), 0, "the listener was reached");
+}
+as_root_and_as_a_user!(an_ungranted_loopback_listener_gets_no_connection);
+
+fn a_granted_loopback_destination_is_reached(who: Who) {
+    let home = row_home(who);
+    let listener = Counting::start();
+    let port = listener.port;
+    let run = jailed_as(
+        &home,
+        None,
+        &format!("capabilities:\n  network:\n    allow: [\"127.0.0.1:{port}\"]\n"),
+        &[],
+    );
+    let (direct, _) = harness_runs(&run, &format!("curl -s -m 5 http://127.0.0.1:{port}/"));
+    assert_eq!(
+        (direct["code"].as_i64(), direct["out"].as_str()),
+        (Some(0), Some("counted\n"))
+    );
+    assert_eq!(listener.count(), 1);
+    let (proxied, _) = harness_runs(
+        &run,
+        &format!("curl -s -m 5 --noproxy '' --proxy \"$HTTP_PROXY\" http://127.0.0.1:{port}/"),
+    );
+    assert_eq!(proxied["out"], "counted\n", "{proxied}");
+    assert_eq!(listener.count(), 2);
+    assert!(egress_denied(&home, &run).is_empty());
+}
+as_root_and_as_a_user!(a_granted_loopback_destination_is_reached);
+
+fn an_unlisted_name_is_refused_and_nothing_routes_off_loopback(who: Who) {
+    let home = row_home(who);
+    let run = jailed_as(&home, None, "", &[]);
+    let (said, task) = harness_runs(&run, "curl -s -m 5 http://unlisted.example/secret?k=v");
+    assert!(
+        said["out"]
+            .as_str()
+            .unwrap()
+            .starts_with("murmur: egress to unlisted.example:80 is refused"),
+        "{said}"
+    );
+    let (tls, _) = harness_runs(&run, "curl -s -m 5 https://unlisted.example/");
+    assert_ne!(tls["code"], 0, "CONNECT was refused: {tls}");
+    let denied = egress_denied(&home, &run);
+    assert_eq!(denied.len(), 2, "{denied:?}");
+    assert_eq!(
+        (&denied[0]["host"], &denied[0]["port"], &denied[1]["port"]),
+        (
+            &Value::from("unlisted.example"),
+            &Value::from(80),
+            &Value::from(443)
+        )
+    );
+    // No resolver, no interface but lo, no route: a program that ignores the proxy variables
+    // has nowhere to send a packet.
+    let (dns, _) = harness_runs(&run, "getent hosts unlisted.example");
+    assert_ne!(dns["code"], 0, "{dns}");
+    let (net, _) = harness_runs(
+        &run,
+        "awk 'NR > 2 { print $1 }' /proc/net/dev; tail -n +2 /proc/net/route",
+    );
+    assert_eq!(net["out"], "lo:\n", "{net}");
+    // `mur trace show` names each refusal under Harness.
+    let (code, out, err) = home.run(&["trace", "show", &run.session]);
+    assert_eq!(code, 0, "{err}");
+    let short = &task[..12];
+    let line = format!("{short}  egress refused  unlisted.example:80");
+    assert!(
+        out.lines().any(|l| l.ends_with(&line)),
+        "no line {line:?} in\n{out}"
+    );
+}
+as_root_and_as_a_user!(an_unlisted_name_is_refused_and_nothing_routes_off_loopback);
+
+#[test]
+fn root_in_the_jail_cannot_unmount_the_hide() {
+    let home = Home::new();
+    // Another session of the same user, with minted tokens in $MURMUR_HOME/run.
+    let guarded = {
+        let m = home.write(
+            "guarded/murmur.yaml",
+            &format!(
+                "{}network:\n  authentication:\n    scheme: bearer\n",
+                Fixture::default().yaml()
+            ),
+        );
+        Launch::start(&home, &m, &[])
+    };
+    let run = jailed(&home, "");
+    let run_dir = home.home.join("run");
+    let tokens = run_dir.join(format!("{}.tokens", guarded.session));
+    assert!(tokens.exists());
+    let operator = home.operator_token(&guarded.session);
+    let (said, _) = harness_runs(
+        &run,
+        &format!(
+            "umount {dir} || umount -l {dir}; cat {dir}/*.tokens; grep CapEff /proc/self/status",
+            dir = run_dir.display()
+        ),
+    );
+    assert!(!said.to_string().contains(&operator), "{said}");
+    let err = said["err"].as_str().unwrap();
+    assert!(err.contains("umount"), "umount was refused: {said}");
+    // Only CAP_SETFCAP (bit 31) is left, whatever the uid: no CAP_SYS_ADMIN to undo a mount.
+    assert!(
+        said["out"]
+            .as_str()
+            .unwrap()
+            .contains("CapEff:\t0000000080000000"),
+        "{said}"
+    );
+}
+
+fn a_planted_secret_in_murs_environment_reaches_no_harness(who: Who) {
+    let home = row_home(who);
+    let secret = "planted-secret-4242";
+    let run = jailed_as(
+        &home,
+        None,
+        "harness:\n  env: [NPM_TOKEN]\n",
+        &[
+            ("AWS_SECRET_ACCESS_KEY", secret.to_owned()),
+            ("SSH_AUTH_SOCK", format!("/tmp/{secret}.sock")),
+            ("OPENAI_API_KEY", secret.to_owned()),
+            ("NPM_TOKEN", "declared-npm-token".to_owned()),
+        ],
+    );
+    let (said, _) = harness_runs(
+        &run,
+        "env; echo ---; tr '\\0' '\\n' < /proc/1/environ; echo ---; for p in /proc/[0-9]*; do \
+         tr '\\0' '\\n' < $p/environ; done 2>/dev/null",
+    );
+    let out = said["out"].as_str().unwrap();
+    assert!(!out.contains(secret), "a secret reached the jail: {out}");
+    assert!(!out.contains("MURMUR_HOME="), "{out}");
+    let env_part = out.split("---").next().unwrap();
+    assert!(
+        env_part
+            .lines()
+            .any(|l| l == "NPM_TOKEN=declared-npm-token"),
+        "the manifest's harness.env passes: {env_part}"
+    );
+    assert!(env_part.lines().any(|l| l.starts_with("PATH=")));
+}
+as_root_and_as_a_user!(a_planted_secret_in_murs_environment_reaches_no_harness);
+
+#[test]
+fn replacing_the_mur_binary_runs_nothing_of_the_harnesss() {
+    let mut home = Home::new();
+    // A mur in the work folder (a project's own build, say), which the harness may write.
+    let bin = home.work.join("bin/mur");
+    std::fs::create_dir_all(bin.parent().unwrap()).unwrap();
+    std::fs::copy(mur_bin(), &bin).unwrap();
+    home.bin = bin.clone();
+    let run = jailed(&home, "");
+    let marker = home.root.join("planted-ran");
+    let planted = home.write(
+        "planted.sh",
+        &format!("#!/bin/sh\ntouch {}\nexit 1\n", marker.display()),
+    );
+    let (said, _) = harness_runs(
+        &run,
+        &format!(
+            "cp {} {bin}.new && chmod +x {bin}.new && mv {bin}.new {bin}",
+            planted.display(),
+            bin = bin.display()
+        ),
+    );
+    // `mur` is read-only to the harness (its mount refuses the rename), and had it been
+    // replaced, the next keeper would still be murmur's own binary.
+    assert!(
+        said["err"]
+            .as_str()
+            .is_some_and(|e| e.ends_with("Device or resource busy\n")),
+        "the harness could replace the file: {said}"
+    );
+    assert_eq!(
+        std::fs::read(&bin).unwrap(),
+        std::fs::read(mur_bin()).unwrap()
+    );
+    // The next attempt's keeper is murmur's own binary still: the task runs, nothing planted.
+    let (again, _) = harness_runs(&run, "echo still-contained");
+    assert_eq!(again["out"], "still-contained\n", "{again}");
+    assert!(!marker.exists(), "the planted program ran");
+}
+
+fn the_harness_writes_only_its_work_folder_and_private_tmp(who: Who) {
+    let home = row_home(who);
+    hand_over(&home);
+    // Another session of this folder, whose records the harness must not see.
+    let other = {
+        let m = home.write("other/murmur.yaml", &Fixture::default().yaml());
+        Launch::start(&home, &m, &[])
+    };
+    let run = jailed_as(&home, None, "", &[]);
+    let outside = home.root.join("outside.txt");
+    let sessions = home.records(&run.session).parent().unwrap().to_path_buf();
+    let (said, _) = harness_runs(
+        &run,
+        &format!(
+            "echo x > {outside}; echo outside=$?; echo x > ./inside.txt; echo inside=$?; \
+             echo x > \"$TMPDIR/t\"; echo tmp=$?; ls {sessions}; cat {trace} >/dev/null; \
+             echo other-trace=$?",
+            outside = outside.display(),
+            sessions = sessions.display(),
+            trace = home.records(&other.session).join("trace.jsonl").display(),
+        ),
+    );
+    assert_eq!(
+        said["out"],
+        format!(
+            "outside=2\ninside=0\ntmp=0\n{}\nother-trace=1\n",
+            run.session
+        ),
+        "{said}"
+    );
+    assert!(!outside.exists());
+    assert_eq!(
+        std::fs::read_to_string(home.work.join("inside.txt")).unwrap(),
+        "x\n"
+    );
+}
+as_root_and_as_a_user!(the_harness_writes_only_its_work_folder_and_private_tmp);
+
+#[test]
+fn a_manifest_that_requires_a_wall_is_refused_where_it_is_missing() {
+    let home = Home::new();
+    let manifest = home.write(
+        "murmur.yaml",
+        &format!(
+            "{}harness:\n  require: [network, files]\n",
+            Fixture::default().yaml()
+        ),
+    );
+    let out = home
+        .mur()
+        .env("MURMUR_CONTAINMENT", "fallback")
+        .args(["run", "--manifest"])
+        .arg(&manifest)
+        .args(["--task", "hi"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!(
+            "error[E-RUN-050]: {} requires the network wall (harness.require), which is missing: \
+             fallback mode, MURMUR_CONTAINMENT=fallback asks for it\n  hint: run it where the \
+             kernel grants unprivileged user, PID, mount and network namespaces (`mur install` \
+             lists the walls), or drop that wall from harness.require\n",
+            manifest.display()
+        )
+    );
+    let sessions = home.records("none").parent().unwrap().to_path_buf();
+    let started = std::fs::read_dir(&sessions).map(|d| d.count()).unwrap_or(0);
+    assert_eq!(started, 0, "nothing started");
+    // Where the walls stand, it runs.
+    let run = jailed(&home, "harness:\n  require: [network, files]\n");
+    let (said, _) = harness_runs(&run, "echo walled");
+    assert_eq!(said["out"], "walled\n");
+}
+
+#[test]
+fn the_formations_wiring_files_and_the_capsules_processes_are_out_of_reach() {
+    let home = Home::new();
+    // A running formation of the same user: its members' wiring files sit in $MURMUR_HOME/run.
+    let (formation, _members) = Launch::start_formation(
+        &home,
+        &repo_root().join("manifests/split/formation.yaml"),
+        &[],
+    );
+    let run_dir = home.home.join("run");
+    let wiring: Vec<_> = std::fs::read_dir(&run_dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "wiring"))
+        .collect();
+    assert!(!wiring.is_empty(), "the formation wrote its wiring");
+    let run = jailed(&home, "");
+    let capsule = descendants(run.pid())
+        .into_iter()
+        .find(|p| cmdline(*p).contains("__capsule"))
+        .unwrap();
+    let (said, _) = harness_runs(
+        &run,
+        &format!(
+            "ls -A {run}; cat {wiring}; ls /proc/{pid}/root; cat /proc/{pid}/environ; kill -0 {pid}; \
+             python3 -c 'import ctypes; print(ctypes.CDLL(None).ptrace(16, {pid}, 0, 0))'",
+            run = run_dir.display(),
+            wiring = wiring[0].display(),
+            pid = capsule
+        ),
+    );
+    // The run folder is empty, the wiring unreadable; the capsule's pid is not in the
+    // harness's PID namespace, so neither /proc, signals nor ptrace (PTRACE_ATTACH) reach it.
+    assert_eq!(said["out"], "-1\n", "{said}");
+    let err = said["err"].as_str().unwrap();
+    assert!(
+        err.contains(&format!(
+            "cat: {}: No such file or directory",
+            wiring[0].display()
+        )),
+        "{err}"
+    );
+    assert!(err.contains(&format!("/proc/{capsule}/root")), "{err}");
+    drop(formation);
+}
+
+#[test]
+fn mur_watch_names_each_egress_refusal() {
+    let home = Home::new();
+    let run = jailed(&home, "");
+    let (mut watch, lines) = watch_lines(&home, &run.session);
+    // The watch is connected once the door's connection-ack is printed.
+    assert!(wait_until(Duration::from_secs(30), || lines
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|l| l == "[connection-ack]")));
+    let (_, task) = harness_runs(&run, "curl -s -m 5 http://unlisted.example/");
+    let expected = format!("{}  egress refused  unlisted.example:80", &task[..12]);
+    let seen = wait_until(Duration::from_secs(30), || {
+        lines.lock().unwrap().contains(&expected)
+    });
+    let _ = watch.kill();
+    let _ = watch.wait();
+    assert!(seen, "no line {expected:?} in {:?}", lines.lock().unwrap());
+}
+
+fn an_agent_socket_of_the_users_is_out_of_reach(who: Who) {
+    let home = row_home(who);
+    // An ssh-agent-like socket of the user's, where agents keep them: a folder of its own under
+    // /tmp, readable by the harness like the rest of /tmp.
+    let dir = std::env::temp_dir().join(format!(
+        "murmur-ssh-{}-{}",
+        std::process::id(),
+        home.root.file_name().unwrap().to_string_lossy()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("agent.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let run = jailed_as(&home, None, "", &[]);
+    let (said, _) = harness_runs(
+        &run,
+        &format!(
+            "ls {sock}; python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); \
+             s.connect('{sock}')\"",
+            sock = path.display()
+        ),
+    );
+    // The file is in sight, but no unix socket can be opened to reach it.
+    assert_eq!(said["out"], format!("{}\n", path.display()), "{said}");
+    assert_ne!(said["code"], 0, "{said}");
+    assert!(
+        said["err"].as_str().unwrap().contains("PermissionError"),
+        "{said}"
+    );
+    assert!(listener.accept().is_err(), "the socket took a connection");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+as_root_and_as_a_user!(an_agent_socket_of_the_users_is_out_of_reach);
+
+#[test]
+fn a_wall_that_cannot_be_raised_refuses_the_attempt() {
+    let home = Home::new();
+    let missing = home.root.join("no-such-folder");
+    let run = jailed_env(
+        &home,
+        "",
+        &[("MURMUR_HARNESS_WRITABLE", missing.display().to_string())],
+    );
+    let done = run.send("@run echo should-not-run", false);
+    let task = &done["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_FAILED", "{done}");
+    // The wall never fails open: the attempt is refused, naming what could not be kept.
+    assert_eq!(
+        task["status"]["message"]["parts"][0]["text"],
+        format!(
+            "the harness could not be contained: cannot let the harness at {}: it is not an \
+             absolute path to a folder",
+            missing.display()
+        )
+    );
+    let exit = home
+        .trace(&run.session)
+        .into_iter()
+        .find(|e| e["event_type"] == "harness_exit")
+        .unwrap();
+    assert_eq!(exit["cause"], "not_started", "{exit}");
 }
 
 /// `mur run` typed in a terminal: the harness cannot open it (no controlling terminal: the
