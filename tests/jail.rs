@@ -1126,3 +1126,28 @@ fn wait_for_denied(home: &Home, run: &Launch) -> Value {
     });
     found.expect("an egress_denied record")
 }
+
+/// With `$MURMUR_HOME` the default `~/.murmur`, the hides of other homes leave the session's
+/// own records alone: the harness writes its private tmp there and answers.
+#[test]
+fn the_default_home_is_this_sessions_own() {
+    let home = row_home(Who::Root);
+    let user_home = home.root.join("userhome");
+    std::fs::write(home.root.join("murmur.yaml"), Fixture::default().yaml()).unwrap();
+    let default_home = user_home.join(".murmur");
+    let run = Launch::start_env(
+        &home,
+        &home.root.join("murmur.yaml"),
+        &[],
+        &[
+            ("MURMUR_CONTAINMENT", "namespaces".into()),
+            ("HOME", user_home.display().to_string()),
+            ("MURMUR_HOME", default_home.display().to_string()),
+        ],
+    );
+    let (said, _) = harness_runs(
+        &run,
+        "echo kept > \"$TMPDIR/t\" && cat \"$TMPDIR/t\" && ls \"$HOME/.murmur/run\" | wc -l",
+    );
+    assert_eq!(said["out"], "kept\n0\n", "{said}");
+}

@@ -64,7 +64,11 @@ pub(crate) fn secrets(session: &Session, murmur_home: Option<&Path>) -> Vec<Path
     };
     let mut hidden: Vec<PathBuf> = SECRETS.iter().map(|s| home.join(s)).collect();
     let default_home = home.join(".murmur");
-    if murmur_home != Some(default_home.as_path()) {
+    let same = |a: &Path, b: &Path| match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    };
+    if !murmur_home.is_some_and(|m| same(m, &default_home)) {
         hidden.push(default_home.join("run"));
         hidden.push(default_home.join("records"));
     }
