@@ -553,11 +553,13 @@ fn codex_edits_only_when_the_manifest_grants_it() {
     let refused = world.launch(&shipped("worker-codex.yaml"));
     let done = completed(&refused, &send(&refused, &task, None));
     assert!(!note.exists(), "a read-only Codex wrote {}", note.display());
-    assert!(
-        answer_of(&done).contains("Read-only file system"),
-        "{}",
-        answer_of(&done)
+    // The shell ran inside Codex's sandbox and was refused the write: not a sandbox that could
+    // not be built ("error building bubblewrap command: Read-only file system").
+    let refusal = format!(
+        "/bin/bash: line 1: {}: Read-only file system",
+        note.display()
     );
+    assert!(answer_of(&done).contains(&refusal), "{}", answer_of(&done));
     drop(refused);
 
     let granted = world.launch(&shipped("split-agents/coder.yaml"));
