@@ -683,6 +683,39 @@ fn codex_edits_only_when_the_manifest_grants_it() {
     assert_nothing_left(&world.home, LONG);
 }
 
+/// Codex's app-server folder (`/tmp/codex-daemon-<uid>`, where the user's own Codex keeps its
+/// daemon's sockets) is, in the jail, an empty 0700 folder of the attempt's own: a Codex at
+/// `full` (no sandbox of its own to hide it) finds nothing of what the host's folder holds.
+#[test]
+fn codex_sees_its_own_empty_daemon_folder_not_the_users() {
+    let Some(bin) = clis() else { return };
+    let world = World::new(&bin);
+    let text = std::fs::read_to_string(shipped("worker-codex.yaml")).unwrap();
+    let manifest = world.home.write(
+        "full-worker.yaml",
+        &format!("{text}\nharness:\n  permissions: full\n"),
+    );
+    // The launch makes the host's folder (the preset does); a socket of the user's is there.
+    let run = world.launch(&manifest);
+    let uid = nix::unistd::geteuid().as_raw();
+    let host = PathBuf::from(format!("/tmp/codex-daemon-{uid}"));
+    let planted = host.join(format!("murmur-test-{}.sock", std::process::id()));
+    let _listener = std::os::unix::net::UnixListener::bind(&planted).unwrap();
+    let id = send(
+        &run,
+        &format!(
+            "RUN echo entries=$(ls -A {d} | wc -l) mode=$(stat -c %a {d})",
+            d = host.display()
+        ),
+        None,
+    );
+    let answer = answer_of(&completed(&run, &id));
+    std::fs::remove_file(&planted).unwrap();
+    assert!(answer.contains("entries=0 mode=700"), "{answer}");
+    drop(run);
+    assert_nothing_left(&world.home, LONG);
+}
+
 /// `mur install` names each preset's CLI, its version, where it was found, and whether this
 /// release was tested with it — and warns on an untested major version.
 #[test]
