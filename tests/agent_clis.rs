@@ -265,11 +265,17 @@ impl World {
 /// The session's `session_start` says it ran in namespace mode with every wall up (the five of
 /// docs/containment.md at least; a wall added later must be up too).
 fn assert_jailed(home: &Home, session: &str) {
-    let trace = home.trace(session);
-    let start = trace
-        .iter()
-        .find(|e| e["event_type"] == "session_start")
-        .unwrap_or_else(|| panic!("{session} has no session_start"));
+    // A member's session can be announced before its trace is written: wait for the record.
+    let start = || {
+        home.trace(session)
+            .into_iter()
+            .find(|e| e["event_type"] == "session_start")
+    };
+    assert!(
+        wait_until(LONG, || start().is_some()),
+        "{session} has no session_start"
+    );
+    let start = start().unwrap_or_default();
     assert_eq!(start["containment"], "namespaces", "{start}");
     let walls = start["walls"]
         .as_object()
@@ -280,20 +286,25 @@ fn assert_jailed(home: &Home, session: &str) {
     assert!(walls.values().all(|v| v == "up"), "{start}");
 }
 
-/// Every session that ran in the home's work folder, each checked by [`assert_jailed`]:
-/// answers how many there were.
-fn assert_every_session_jailed(home: &Home) -> usize {
+/// The `expected` sessions that ran in the home's work folder (waited for, bounded: a member's
+/// folder can follow its announcement), each checked by [`assert_jailed`].
+fn assert_every_session_jailed(home: &Home, expected: usize, who: &str) {
     let dir = home.records("");
-    let sessions: Vec<String> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|name| name.starts_with("ses_"))
-        .collect();
-    for session in &sessions {
+    let sessions = || -> Vec<String> {
+        std::fs::read_dir(&dir)
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|name| name.starts_with("ses_"))
+            .collect()
+    };
+    wait_until(LONG, || sessions().len() >= expected);
+    let found = sessions();
+    assert_eq!(found.len(), expected, "{who}: {found:?}");
+    for session in &found {
         assert_jailed(home, session);
     }
-    sessions.len()
 }
 
 /// A process's arguments, from /proc.
@@ -464,11 +475,7 @@ fn the_split_agents_formation_runs_on_the_real_clis() {
     );
     // Each member was reached by the lead's own shell tool, through the helper.
     assert_eq!(requests_holding(&world.codex, "write the code"), 1);
-    assert_eq!(
-        assert_every_session_jailed(&world.home),
-        3,
-        "lead, coder, reviewer"
-    );
+    assert_every_session_jailed(&world.home, 3, "lead, coder, reviewer");
     world.assert_user_state_untouched();
     assert_nothing_left(&world.home, LONG);
 }
@@ -491,11 +498,7 @@ fn a_codex_lead_reaches_its_member_from_a_login_shell() {
         ),
     );
     let (run, _members) = Launch::start_formation_env(&world.home, &formation, &[], &world.env);
-    assert_eq!(
-        assert_every_session_jailed(&world.home),
-        2,
-        "lead, reviewer"
-    );
+    assert_every_session_jailed(&world.home, 2, "lead, reviewer");
     let token = world.home.operator_token(&run.session);
     let resp = bearer_rpc(
         run.port,
@@ -828,10 +831,6 @@ fn the_documented_offline_run_of_split_agents_works() {
         Some("DONE: ANSWER(write a function that adds two numbers) | ANSWER(review that function)"),
         "{stdout}"
     );
-    assert_eq!(
-        assert_every_session_jailed(&home),
-        3,
-        "lead, coder, reviewer"
-    );
+    assert_every_session_jailed(&home, 3, "lead, coder, reviewer");
     assert_nothing_left(&home, LONG);
 }
