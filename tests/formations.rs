@@ -885,6 +885,29 @@ fn a_member_that_crashes_comes_back_on_its_port_until_its_cap() {
         .unwrap()
     };
     let mut pid = record(&home)["pid"].as_u64().unwrap() as u32;
+    let lead_session = run.member("lead").1;
+    let lead_pid: u32 = serde_json::from_str::<Value>(
+        &std::fs::read_to_string(home.home.join("run").join(format!("{lead_session}.json")))
+            .unwrap(),
+    )
+    .unwrap()["pid"]
+        .as_u64()
+        .unwrap() as u32;
+    // The formation's capsules alive now, sorted (their keepers and harnesses are `__contain`).
+    let capsules = || {
+        let mut found: Vec<u32> = processes_of(&home)
+            .into_iter()
+            .filter(|p| cmdline(*p).contains("__capsule"))
+            .collect();
+        found.sort_unstable();
+        found
+    };
+    let lead_and = |coder: u32| {
+        let mut both = vec![lead_pid, coder];
+        both.sort_unstable();
+        both
+    };
+    assert_eq!(capsules(), lead_and(pid), "before the first crash");
     // A task it holds when it first crashes is failed with a cause, never lost silently.
     let pidfile = home.root.join("coder-harness.pid");
     let held = bearer_rpc(
@@ -904,6 +927,9 @@ fn a_member_that_crashes_comes_back_on_its_port_until_its_cap() {
             sent["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
             "after restart {attempt}: {sent}"
         );
+        // Never two of it at once: the coder that answered is the only one; the one killed is
+        // gone, and no other was started beside it.
+        assert_eq!(capsules(), lead_and(pid), "after restart {attempt}");
         let r = record(&home);
         assert_eq!(
             (r["restarts"].as_u64(), r["last_exit"].as_i64()),
@@ -952,17 +978,6 @@ fn a_member_that_crashes_comes_back_on_its_port_until_its_cap() {
             "exit_status"
         ]
     );
-    // Never two of it at once.
-    let coders = processes_of(&home)
-        .into_iter()
-        .filter(|p| {
-            cmdline(*p).contains("__capsule")
-                && std::fs::read_to_string(format!("/proc/{p}/environ"))
-                    .is_ok_and(|e| e.contains(&coder))
-        })
-        .count();
-    assert!(coders <= 1, "{coders} capsules of coder");
-
     // The fourth crash is past its cap: the formation does what on_member_failure says (stop).
     signal(pid, 9);
     assert_eq!(run.wait_exit(LONG), Some(1));

@@ -617,13 +617,54 @@ fn a_command_past_its_wait_moves_to_the_background_and_its_result_follows_as_a_t
     );
 }
 
+/// Writes a line into the FIFO `go` once a reader holds it open (bounded): a command that is
+/// gone never opens it, and the test fails here rather than hang.
+fn told_to_answer(go: &Path) {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let open = || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(go)
+            .ok()
+    };
+    let mut writer = None;
+    assert!(
+        wait_until(LONG, || {
+            writer = open();
+            writer.is_some()
+        }),
+        "nothing reads {}: the command is gone",
+        go.display()
+    );
+    if let Some(mut w) = writer {
+        w.write_all(b"go\n").unwrap();
+    }
+}
+
 #[test]
 fn a_cancel_moves_a_foreground_command_to_the_background_and_names_it_word_for_word() {
     let home = Home::new();
     let fake = Fake::start_with(brain);
     let path = manifest(&home, &fake, "[bash]", QUEUE);
     let run = launch(&home, &path);
-    let marker = format!("sleep 30 # {}", home.root.display());
+    // The command answers twice when told to (a line on `go`), each time by a line in `went`:
+    // proof that it outlived what came before, which no wait for an absence can give.
+    let (go, went) = (home.root.join("go"), home.root.join("went"));
+    nix::unistd::mkfifo(&go, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let marker = format!(
+        "for round in 1 2; do read line < {go}; echo $round >> {went}; done; exec sleep 30 # {}",
+        home.root.display(),
+        go = go.display(),
+        went = went.display()
+    );
+    let answers = |rounds: usize| {
+        told_to_answer(&go);
+        wait_until(LONG, || {
+            std::fs::read_to_string(&went).is_ok_and(|t| t.lines().count() == rounds)
+        })
+    };
     let id = run.start_task(&json!({"command": marker, "wait_secs": 600}).to_string());
     let start = wait_record(&home, &run.session, "shell_start");
     let work_id = start["work_id"].as_str().unwrap().to_owned();
@@ -650,12 +691,8 @@ fn a_cancel_moves_a_foreground_command_to_the_background_and_names_it_word_for_w
         serde_json::to_string(&item).unwrap(),
         "key order"
     );
-    // The cancel ended nothing: the command runs on.
-    std::thread::sleep(Duration::from_millis(300));
-    assert!(
-        !running(&home, "sleep 30").is_empty(),
-        "the cancel ended the command"
-    );
+    // The cancel ended nothing: the command runs on, and answers after it.
+    assert!(answers(1), "the cancel ended the command");
     let ended = run.wait_task(&id, LONG, |s| s == "TASK_STATE_CANCELED");
     assert_eq!(
         ended["metadata"]["murmur"]["runningCommands"][0]["workId"],
@@ -679,11 +716,7 @@ fn a_cancel_moves_a_foreground_command_to_the_background_and_names_it_word_for_w
             "session_id": run.session, "canceled": [], "residue": [item]}}))
         .unwrap()
     );
-    std::thread::sleep(Duration::from_millis(300));
-    assert!(
-        !running(&home, "sleep 30").is_empty(),
-        "StopSession ended the command"
-    );
+    assert!(answers(2), "StopSession ended the command");
 
     // `mur cancel` prints a second one as running:, and `mur stop` names both, then ends them.
     let id2 = run.start_task(&json!({"command": "sleep 31", "wait_secs": 600}).to_string());

@@ -5,6 +5,7 @@
 //! `state: user`. Prepared once when the capsule starts; every attempt reuses it.
 
 use std::ffi::OsString;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 use crate::manifest::{Builtin, HarnessPolicy, Permissions, StateHome};
@@ -165,6 +166,9 @@ fn codex(policy: &HarnessPolicy, mur: &Path, state: Option<PathBuf>) -> std::io:
         "CODEX_*".into(),
     ];
     pass.extend(provider.and_then(|p| p.env_key));
+    if policy.permissions != Permissions::Full {
+        codex_daemon_folder()?;
+    }
     let mut args = vec!["--sandbox".to_owned(), sandbox.to_owned()];
     if policy.permissions == Permissions::Edit {
         // In murmur's jail /tmp is read-only and TMPDIR is the attempt's private tmp: Codex's
@@ -180,6 +184,27 @@ fn codex(policy: &HarnessPolicy, mur: &Path, state: Option<PathBuf>) -> std::io:
         egress: vec![crate::policy::shown(&endpoint)],
         pass,
     })
+}
+
+/// Codex refuses to build its sandbox (bubblewrap) without `/tmp/codex-daemon-<euid>`, the
+/// rendezvous folder of the user's Codex app-server sockets, which the sandbox hides: it makes
+/// that folder (0700) itself, at a fixed path in `/tmp` (not `TMPDIR`), and answers "error building
+/// bubblewrap command: Read-only file system" where `/tmp` is read-only — as it is in murmur's
+/// jail. So it is made here, before the jail, as Codex itself would make it on an ordinary run;
+/// the jail then covers it with an empty folder of the attempt's own (`process::files`), so the
+/// user's own Codex sockets stay out of the harness's sight.
+fn codex_daemon_folder() -> std::io::Result<()> {
+    let dir = PathBuf::from(format!(
+        "/tmp/codex-daemon-{}",
+        nix::unistd::geteuid().as_raw()
+    ));
+    match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => Err(std::io::Error::new(
+            e.kind(),
+            format!("making Codex's sandbox folder {}: {e}", dir.display()),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// The model provider a Codex `config.toml` selects: what the jail must let it reach and read.

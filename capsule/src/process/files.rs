@@ -70,6 +70,20 @@ fn private_folders() -> Vec<PathBuf> {
         .collect()
 }
 
+/// Codex's app-server rendezvous folder (`/tmp/codex-daemon-<uid>`, which the Codex preset makes
+/// before the jail: `harness::preset`), covered by an empty, read-only folder of the attempt's
+/// own, 0700 and the harness's: the user's own Codex daemon sockets there (an RPC that runs
+/// commands outside every sandbox) are out of sight, and Codex finds the private folder its
+/// sandbox insists on. Only a real folder is covered: a mount follows a symlink, and `/tmp` is
+/// everyone's.
+fn codex_daemon_folder() -> Option<PathBuf> {
+    let uid = nix::unistd::geteuid().as_raw();
+    let dir = PathBuf::from(format!("/tmp/codex-daemon-{uid}"));
+    std::fs::symlink_metadata(&dir)
+        .is_ok_and(|m| m.is_dir())
+        .then_some(dir)
+}
+
 /// Raises the wall; call it in the attempt's own mount namespace, with its capabilities.
 pub fn raise(wall: &FilesWall) -> Result<(), String> {
     for dir in wall.writable.iter().chain(&wall.keep) {
@@ -102,6 +116,9 @@ pub fn raise(wall: &FilesWall) -> Result<(), String> {
     let private = private_folders();
     for dir in &private {
         cover(dir, "mode=1777", &held)?;
+    }
+    if let Some(dir) = codex_daemon_folder() {
+        cover(&dir, "mode=0700,size=64k", &held)?;
     }
     if let Some(records) = &wall.records {
         if !records.is_dir() {
