@@ -539,3 +539,89 @@ fn a_wall_that_cannot_be_raised_refuses_the_attempt() {
         .unwrap();
     assert_eq!(exit["cause"], "not_started", "{exit}");
 }
+
+// ---- bounds ----
+
+/// Starts `mur run --manifest M` with `env` (and namespace mode) as some user, and answers the
+/// launch and its members (none for a lone capsule). The rows below take one, so the same row
+/// can run as the user the tests run as and as an unprivileged one.
+type Launcher = fn(&Home, &std::path::Path, &[(&str, String)]) -> (Launch, Vec<Member>);
+
+/// [`Launcher`] as the user running the tests.
+fn as_invoker(
+    home: &Home,
+    manifest: &std::path::Path,
+    env: &[(&str, String)],
+) -> (Launch, Vec<Member>) {
+    let mut env = env.to_vec();
+    env.push(("MURMUR_CONTAINMENT", "namespaces".to_owned()));
+    let state = home.root.join("fixture-state");
+    std::fs::create_dir_all(&state).unwrap();
+    env.push(("MURMUR_HARNESS_WRITABLE", state.display().to_string()));
+    Launch::start_formation_env(home, manifest, &[], &env)
+}
+
+/// A lead with 40 callees: 83 listeners cross from its keeper (the proxy, and an IPv4 and an
+/// IPv6 one for its door and each callee), far more than one message carried; its harness
+/// reaches its door, its first and its last callee through them.
+fn forty_callees_all_reachable(launch: Launcher) {
+    let home = Home::new();
+    home.write(
+        "f/worker/murmur.yaml",
+        &Fixture {
+            extra: "exports:\n  peer_tasks:\n    accept: true\n",
+            ..Fixture::default()
+        }
+        .yaml(),
+    );
+    home.write(
+        "f/lead/murmur.yaml",
+        &Fixture {
+            name: "lead",
+            ..Fixture::default()
+        }
+        .yaml(),
+    );
+    let workers: Vec<String> = (1..=40).map(|i| format!("w{i}")).collect();
+    let mut members = format!(
+        "    lead: {{ manifest: lead/murmur.yaml, calls: [{}] }}\n",
+        workers.join(", ")
+    );
+    for w in &workers {
+        members.push_str(&format!("    {w}: {{ manifest: worker/murmur.yaml }}\n"));
+    }
+    let manifest = home.write(
+        "f/formation.yaml",
+        &format!(
+            "formation:\n  name: wide\n  version: \"0.1.0\"\n  entry: lead\n  members:\n{members}"
+        ),
+    );
+    let (_run, members) = launch(&home, &manifest, &[]);
+    assert_eq!(members.len(), 41);
+    let lead = members.iter().find(|m| m.name == "lead").unwrap();
+    let operator = home.operator_token(&lead.session);
+    let done = bearer_rpc(
+        lead.port,
+        &operator,
+        "SendMessage",
+        message(
+            "@run curl -s -o /dev/null -w '%{http_code}\\n' \"$MURMUR_DOOR_URL/.well-known/agent-card.json\" \
+             && mur call-member w1 hello && mur call-member w40 hello",
+            false,
+        ),
+    );
+    let task = &done["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{done}");
+    let said: Value =
+        serde_json::from_str(task["artifacts"][0]["parts"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        (said["code"].as_i64(), said["out"].as_str()),
+        (Some(0), Some("200\nAcknowledged.\nAcknowledged.\n")),
+        "{said}"
+    );
+}
+
+#[test]
+fn a_lead_with_forty_callees_reaches_its_door_and_its_callees() {
+    forty_callees_all_reachable(as_invoker);
+}

@@ -62,6 +62,8 @@ pub struct Contained {
     namespaces: bool,
     /// A ready keeper's order pipe, until its order is sent (`ready`).
     order: Option<OwnedFd>,
+    /// Why the capsule ended this attempt before it could run as contained (`ways_out`).
+    refused: Option<String>,
 }
 
 /// A program and its arguments.
@@ -209,6 +211,7 @@ impl Contained {
             jail,
             namespaces,
             order,
+            refused: None,
         })
     }
 
@@ -264,17 +267,25 @@ impl Contained {
 
     /// A jailed program's ways out of its network namespace, as its keeper bound them inside:
     /// each listener with the loopback port it stands for (0: the egress proxy). Empty when the
-    /// program is not jailed, or its keeper failed before handing them over (it says why on
-    /// its status line).
+    /// program is not jailed. When they cannot all be taken (the keeper failed first and says
+    /// why on its status line, or what it sent cannot be read), none is kept: the keeper is
+    /// told to end everything, and the attempt ends as not started (`setup-failed`), never run
+    /// without its ways out.
     pub async fn ways_out(&mut self) -> Vec<(u16, std::net::TcpListener)> {
         let Some(sock) = self.jail.take() else {
             return Vec::new();
         };
-        tokio::task::spawn_blocking(move || super::netns::recv_listeners(&sock))
+        let received = tokio::task::spawn_blocking(move || super::netns::recv_listeners(&sock))
             .await
-            .ok()
-            .and_then(Result::ok)
-            .unwrap_or_default()
+            .unwrap_or_else(|e| Err(format!("receiving the jail's listeners: {e}")));
+        match received {
+            Ok(listeners) => listeners,
+            Err(why) => {
+                tree::signal_process(self.pid, Signal::SIGTERM);
+                self.refused = Some(why);
+                Vec::new()
+            }
+        }
     }
 
     /// Forwards SIGINT to the program's process group.
@@ -325,14 +336,18 @@ impl Contained {
             self.sweep().await;
             self.report().await
         };
-        match report {
-            Some(Report::Exited(c)) => Exit::Exited(c),
-            Some(Report::Signaled(s)) => Exit::Signaled(s),
-            Some(Report::SpawnFailed(why)) => Exit::NotStarted(why),
-            Some(Report::SetupFailed(why)) => {
+        match (report, self.refused.take()) {
+            // The keeper's own reason for failing goes first: it came before the capsule's.
+            (Some(Report::SetupFailed(why)), _) => {
                 Exit::NotStarted(format!("the harness could not be contained: {why}"))
             }
-            None => Exit::Ended,
+            (_, Some(why)) => {
+                Exit::NotStarted(format!("the harness could not be contained: {why}"))
+            }
+            (Some(Report::Exited(c)), None) => Exit::Exited(c),
+            (Some(Report::Signaled(s)), None) => Exit::Signaled(s),
+            (Some(Report::SpawnFailed(why)), None) => Exit::NotStarted(why),
+            (None, None) => Exit::Ended,
         }
     }
 
