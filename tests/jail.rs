@@ -625,3 +625,94 @@ fn forty_callees_all_reachable(launch: Launcher) {
 fn a_lead_with_forty_callees_reaches_its_door_and_its_callees() {
     forty_callees_all_reachable(as_invoker);
 }
+
+/// The capsule process below a launch.
+fn capsule_of(run: &Launch) -> u32 {
+    descendants(run.pid())
+        .into_iter()
+        .find(|p| cmdline(*p).contains("__capsule"))
+        .expect("the launch runs a capsule")
+}
+
+fn open_descriptors(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| d.count())
+        .unwrap_or(0)
+}
+
+/// A harness opens as many connections to its proxy as it can in 4 s (up to 1,000), each
+/// sending half a `CONNECT` head, and holds them. The capsule accepts no more than the attempt's cap (256 on a 20,000-descriptor
+/// limit), its door answers a GetTask within 1 s meanwhile, and the first connection, held
+/// past the head deadline, is answered `408`.
+fn a_proxy_flood_leaves_the_door_answering(launch: Launcher) {
+    let home = Home::new();
+    let manifest = home.write("murmur.yaml", &Fixture::default().yaml());
+    let (run, _) = launch(&home, &manifest, &[]);
+    let flooded = home.root.join("fixture-state/flooded");
+    let flood = home.write(
+        "flood.py",
+        &format!(
+            r#"import os, socket, time
+host, port = os.environ["HTTP_PROXY"].rsplit("/", 1)[1].rsplit(":", 1)
+def half():
+    s = socket.socket()
+    s.settimeout(0.2)
+    s.connect((host, int(port)))
+    s.sendall(b"CONNECT held.example:443 HTTP/1.1\r\n")
+    return s
+first, held, started = half(), [], time.time()
+while len(held) < 999 and time.time() - started < 4:
+    try:
+        held.append(half())
+    except OSError:
+        pass
+open("{flooded}", "w").write(str(len(held)))
+first.settimeout(30)
+answer = first.recv(100).split(b"\r\n")[0].decode()
+print(answer, round(time.time() - started))
+"#,
+            flooded = flooded.display()
+        ),
+    );
+    let task = run.start_task(&format!("@run python3 {}", flood.display()));
+    assert!(
+        wait_until(Duration::from_secs(60), || flooded.exists()),
+        "the flood never finished opening: {}",
+        run.rpc("GetTask", serde_json::json!({"id": task}))
+    );
+    let capsule = capsule_of(&run);
+    let opened: usize = std::fs::read_to_string(&flooded).unwrap().parse().unwrap();
+    let held = open_descriptors(capsule);
+    // More were opened than the cap admits (the rest wait in the listener's backlog), and the
+    // capsule holds the cap's worth and its own few dozen.
+    assert!(opened > 300, "the flood opened only {opened}");
+    assert!(
+        held < 256 + 100,
+        "the capsule holds {held} descriptors for {opened} connections"
+    );
+    for _ in 0..5 {
+        let asked = std::time::Instant::now();
+        let got = run.rpc("GetTask", serde_json::json!({"id": task}));
+        let took = asked.elapsed();
+        assert_eq!(
+            got["result"]["status"]["state"], "TASK_STATE_WORKING",
+            "{got}"
+        );
+        assert!(took < Duration::from_secs(1), "GetTask took {took:?}");
+    }
+    let done = run.wait_task(&task, Duration::from_secs(60), |s| {
+        s == "TASK_STATE_COMPLETED"
+    });
+    let said: Value =
+        serde_json::from_str(done["artifacts"][0]["parts"][0]["text"].as_str().unwrap()).unwrap();
+    let out = said["out"].as_str().unwrap();
+    let (status, after) = out.trim().rsplit_once(' ').unwrap();
+    assert_eq!(status, "HTTP/1.1 408 Request Timeout", "{said}");
+    let after: u64 = after.parse().unwrap();
+    assert!((10..=20).contains(&after), "answered after {after} s");
+}
+
+#[test]
+fn a_proxy_flood_leaves_the_door_answering_within_a_second() {
+    a_proxy_flood_leaves_the_door_answering(as_invoker);
+}
