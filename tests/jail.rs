@@ -716,3 +716,102 @@ print(answer, round(time.time() - started))
 fn a_proxy_flood_leaves_the_door_answering_within_a_second() {
     a_proxy_flood_leaves_the_door_answering(as_invoker);
 }
+
+/// The attempts' cgroups of the capsule `capsule` (`murmur-<capsule>-<keeper>`), in every
+/// hierarchy this machine has, as the keepers they were made for.
+fn cgroups_of(capsule: u32) -> Vec<u32> {
+    let own = std::fs::read_to_string(format!("/proc/{capsule}/cgroup")).unwrap_or_default();
+    let mut keepers = Vec::new();
+    for line in own.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (_, controllers, path) = (parts.next(), parts.next(), parts.next());
+        let (Some(controllers), Some(path)) = (controllers, path) else {
+            continue;
+        };
+        let mounts = match controllers {
+            "" => vec![
+                "/sys/fs/cgroup".to_owned(),
+                "/sys/fs/cgroup/unified".to_owned(),
+            ],
+            names => names
+                .split(',')
+                .map(|n| format!("/sys/fs/cgroup/{n}"))
+                .collect(),
+        };
+        for mount in mounts {
+            let dir = format!("{mount}{path}");
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            let prefix = format!("murmur-{capsule}-");
+            keepers.extend(entries.flatten().filter_map(|e| {
+                e.file_name()
+                    .to_str()?
+                    .strip_prefix(&prefix)?
+                    .parse::<u32>()
+                    .ok()
+            }));
+        }
+    }
+    keepers
+}
+
+/// A bomb the harness sets off under `limits` is stopped by them: the task fails with
+/// `status`, the door still answers, and nothing of the attempt is left, in /proc or as a
+/// cgroup (the next attempt's keeper, waiting ready, has one of its own).
+fn a_bomb_is_stopped_by_its_limit(launch: Launcher, limits: &str, bomb: &str, status: &str) {
+    let home = Home::new();
+    let manifest = home.write(
+        "murmur.yaml",
+        &format!(
+            "{}harness:\n  limits: {limits}\n",
+            Fixture::default().yaml()
+        ),
+    );
+    let (run, _) = launch(&home, &manifest, &[]);
+    let task = run.start_task(&format!("@run {bomb}"));
+    let done = run.wait_task(&task, Duration::from_secs(60), |s| {
+        s == "TASK_STATE_FAILED" || s == "TASK_STATE_COMPLETED"
+    });
+    assert_eq!(done["status"]["state"], "TASK_STATE_FAILED", "{done}");
+    assert_eq!(
+        done["status"]["message"]["parts"][0]["text"], status,
+        "{done}"
+    );
+    // The capsule is still there, and answers.
+    let again = run.rpc("GetTask", serde_json::json!({"id": task}));
+    assert_eq!(
+        again["result"]["status"]["state"], "TASK_STATE_FAILED",
+        "{again}"
+    );
+    let capsule = capsule_of(&run);
+    let settled = wait_until(Duration::from_secs(10), || {
+        descendants_at_work(capsule).is_empty() && cgroups_of(capsule).into_iter().all(ready_keeper)
+    });
+    assert!(
+        settled,
+        "left running: {:?}; cgroups of keepers {:?}",
+        descendants_at_work(capsule),
+        cgroups_of(capsule)
+    );
+}
+
+#[test]
+fn a_fork_bomb_is_stopped_by_its_pids_limit() {
+    a_bomb_is_stopped_by_its_limit(
+        as_invoker,
+        "{ pids: 64 }",
+        "timeout 5 bash -c ':(){ :|:& };:' >/dev/null 2>&1; echo bombed",
+        "the harness reached its pids limit (harness.limits.pids: 64)",
+    );
+}
+
+#[test]
+fn a_memory_bomb_is_stopped_by_its_memory_limit() {
+    a_bomb_is_stopped_by_its_limit(
+        as_invoker,
+        "{ memory: \"128MiB\" }",
+        "python3 -c 'b = [bytearray(1 << 20) for _ in range(1024)]'; echo bombed",
+        "the harness reached its memory limit (harness.limits.memory: \"128MiB\")",
+    );
+}

@@ -271,6 +271,7 @@ mod tests {
             state: StateHome::User,
             env: Vec::new(),
             require: Vec::new(),
+            limits: Default::default(),
         }
     }
 

@@ -14,9 +14,16 @@ use crate::manifest::model::{
 use crate::manifest::reader::Reader;
 use serde_yaml::Value;
 
-const KEYS: [&str; 5] = ["permissions", "allow_commands", "state", "env", "require"];
+const KEYS: [&str; 6] = [
+    "permissions",
+    "allow_commands",
+    "state",
+    "env",
+    "require",
+    "limits",
+];
 
-/// The keys only the CLI presets read; `env` serves every process driver.
+/// The keys only the CLI presets read; `env` and `limits` serve every process driver.
 const PRESET_KEYS: [&str; 3] = ["permissions", "allow_commands", "state"];
 
 /// Characters a command prefix may not hold: each CLI matches prefixes word by word, and these
@@ -114,6 +121,7 @@ pub fn read(
             }
         }
     }
+    let limits = super::harness_limits::read(r, f.get("limits"), &f.path("limits"))?;
     Ok(Some(Written {
         policy: HarnessPolicy {
             permissions,
@@ -121,6 +129,7 @@ pub fn read(
             state,
             env,
             require,
+            limits,
         },
         preset_keys: PRESET_KEYS.into_iter().filter(|k| f.contains(k)).collect(),
     }))
@@ -162,7 +171,7 @@ pub fn checked(
     };
     let path = KeyPath::default().key("harness");
     if inference.transport == Transport::Process && written_keys.is_empty() {
-        // `env` alone: every process driver reads it.
+        // `env` and `limits` alone: every process driver reads them.
         return Ok(policy);
     }
     let preset = artifacts

@@ -336,6 +336,8 @@ pub struct HarnessPolicy {
     /// `require`: walls of the jail a harness of this capsule may not run without; a launch
     /// where one is missing is refused (E-RUN-050).
     pub require: Vec<Wall>,
+    /// `limits`: pids, memory and tmp of each attempt (`manifest::harness_limits`).
+    pub limits: crate::manifest::harness_limits::HarnessLimits,
 }
 
 /// One wall of the jail (DESIGN §8), as `harness.require` and the trace's `walls` name it.

@@ -15,6 +15,7 @@ use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout};
 
 use super::containment::{Containment, Mode};
 use super::keeper::{KeeperArgs, Report};
+use super::limits::{self, Cgroup, Reached};
 use super::ready::{self, Walls};
 use super::tree;
 
@@ -34,6 +35,8 @@ pub struct Spec {
     pub jail: Option<Vec<u16>>,
     /// In namespace mode, the files wall around the program.
     pub files: Option<super::files::FilesWall>,
+    /// The program's bounds (`limits`); its tmp bound applies in namespace mode only.
+    pub limits: Option<super::limits::Limits>,
 }
 
 /// How the contained program ended.
@@ -64,6 +67,10 @@ pub struct Contained {
     order: Option<OwnedFd>,
     /// Why the capsule ended this attempt before it could run as contained (`ways_out`).
     refused: Option<String>,
+    /// Whether the keeper was given bounds, so has a cgroup to read and remove once it ends.
+    bounded: bool,
+    /// The limit the program reached, read from its cgroup once it ended.
+    reached: Option<Reached>,
 }
 
 /// A program and its arguments.
@@ -85,6 +92,10 @@ impl Contained {
             jail: spec.jail.clone().filter(|_| namespaces),
             files: spec.files.clone().filter(|_| namespaces),
             hide: containment.hidden.clone(),
+            limits: spec.limits.clone().map(|mut l| {
+                l.tmp = l.tmp.filter(|_| namespaces);
+                l
+            }),
             env: ready::between_tasks(&spec.env),
         };
         if namespaces {
@@ -131,6 +142,10 @@ impl Contained {
         env: &[(String, OsString)],
         program: Option<Program>,
     ) -> std::io::Result<Contained> {
+        if walls.limits.is_some() {
+            static SWEPT: std::sync::Once = std::sync::Once::new();
+            SWEPT.call_once(limits::sweep);
+        }
         let (status_r, status_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
         let jail = match walls.jail {
             Some(_) => Some(nix::sys::socket::socketpair(
@@ -151,6 +166,7 @@ impl Contained {
             net: jail.is_some(),
             forward: walls.jail.clone().unwrap_or_default(),
             jail_fd: jail.as_ref().map(|(_, theirs)| theirs.as_raw_fd()),
+            limits: walls.limits.clone(),
             files: walls.files.clone(),
             probe: false,
             order_fd: order.as_ref().map(|(theirs, _)| theirs.as_raw_fd()),
@@ -212,6 +228,8 @@ impl Contained {
             namespaces,
             order,
             refused: None,
+            bounded: walls.limits.is_some(),
+            reached: None,
         })
     }
 
@@ -251,18 +269,28 @@ impl Contained {
     pub(super) fn discard(mut self) {
         self.order = None;
         tree::signal_process(self.pid, Signal::SIGTERM);
-        let mut keeper = self;
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            rt.spawn(async move {
-                if tokio::time::timeout(END_WITHIN, keeper.keeper.wait())
-                    .await
-                    .is_err()
-                {
-                    let _ = keeper.keeper.start_kill();
-                    let _ = keeper.keeper.wait().await;
-                }
-            });
+            rt.spawn(self.reaped());
         }
+    }
+
+    /// [`Contained::discard`], waited for: the keeper is reaped and its cgroup removed.
+    pub(super) async fn discard_now(mut self) {
+        self.order = None;
+        tree::signal_process(self.pid, Signal::SIGTERM);
+        self.reaped().await;
+    }
+
+    /// Reaps a keeper told to end (killed if it does not in time), and removes its cgroup.
+    async fn reaped(mut self) {
+        if tokio::time::timeout(END_WITHIN, self.keeper.wait())
+            .await
+            .is_err()
+        {
+            let _ = self.keeper.start_kill();
+            let _ = self.keeper.wait().await;
+        }
+        self.unbound().await;
     }
 
     /// A jailed program's ways out of its network namespace, as its keeper bound them inside:
@@ -336,6 +364,7 @@ impl Contained {
             self.sweep().await;
             self.report().await
         };
+        self.unbound().await;
         match (report, self.refused.take()) {
             // The keeper's own reason for failing goes first: it came before the capsule's.
             (Some(Report::SetupFailed(why)), _) => {
@@ -349,6 +378,30 @@ impl Contained {
             (Some(Report::SpawnFailed(why)), None) => Exit::NotStarted(why),
             (None, None) => Exit::Ended,
         }
+    }
+
+    /// The limit the program reached, once it ended (`outcome`, `end`): its cgroup counted a
+    /// fork refused or a process killed for memory.
+    pub fn reached(&self) -> Option<Reached> {
+        self.reached
+    }
+
+    /// Once the keeper is gone: reads what its cgroup counted and removes it.
+    async fn unbound(&mut self) {
+        if !std::mem::take(&mut self.bounded) {
+            return;
+        }
+        let keeper = self.pid;
+        let reached = tokio::task::spawn_blocking(move || {
+            let cgroup = Cgroup::of(keeper);
+            let reached = cgroup.reached();
+            cgroup.remove();
+            reached
+        })
+        .await
+        .ok()
+        .flatten();
+        self.reached = reached;
     }
 
     /// Ends and reaps every process below this one.

@@ -180,6 +180,7 @@ fn probe(mur: &Path, hidden: &[PathBuf]) -> Result<(), String> {
         net: true,
         forward: Vec::new(),
         jail_fd: None,
+        limits: None,
         files: None,
         probe: true,
         order_fd: None,

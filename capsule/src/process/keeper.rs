@@ -140,6 +140,10 @@ pub fn main(args: impl Iterator<Item = OsString>) -> i32 {
         eprintln!("error: mur {SUBCOMMAND}: cannot block signals: {e}");
         return SETUP_FAILED;
     }
+    // First, so the init, the harness and all they start are in the attempt's cgroup.
+    if let Some(limits) = &args.limits {
+        super::limits::enter(limits, args.parent.unwrap_or(0));
+    }
     if !args.namespaces {
         become_subreaper();
         return supervise(&args, &mut status, Ending::Sweep, None);
@@ -149,6 +153,7 @@ pub fn main(args: impl Iterator<Item = OsString>) -> i32 {
             Some(wall) => super::files::raise(wall),
             None => Ok(()),
         })
+        .and_then(|()| super::limits::bound_tmp_of(args.limits.as_ref()))
         .and_then(|()| open_ways_out(&args));
     let proxy = match jail {
         Ok(proxy) => proxy,

@@ -229,6 +229,7 @@ fn presets_are_accepted_without_a_process_block() {
             state: StateHome::Capsule,
             env: Vec::new(),
             require: Vec::new(),
+            limits: Default::default(),
         }
     );
     // transport follows the driver when not written
