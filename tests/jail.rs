@@ -815,3 +815,82 @@ fn a_memory_bomb_is_stopped_by_its_memory_limit() {
         "the harness reached its memory limit (harness.limits.memory: \"128MiB\")",
     );
 }
+
+/// The harness, root here, tries to lift its own pids limit and to leave its cgroup for the
+/// capsule's: /sys/fs/cgroup is read-only in its mount namespace, so it can do neither.
+fn the_harness_cannot_lift_its_limits(launch: Launcher) {
+    let home = Home::new();
+    let manifest = home.write(
+        "murmur.yaml",
+        &format!(
+            "{}harness:\n  limits: {{ pids: 64 }}\n",
+            Fixture::default().yaml()
+        ),
+    );
+    let (run, _) = launch(&home, &manifest, &[]);
+    let done = run.send(
+        "@run own=$(grep -E '^[0-9]+:pids:' /proc/self/cgroup | cut -d: -f3); \
+         echo max > /sys/fs/cgroup/pids$own/pids.max; echo lift=$?; \
+         echo $$ > /sys/fs/cgroup/pids$(dirname $own)/cgroup.procs; echo leave=$?; \
+         cat /sys/fs/cgroup/pids$own/pids.max; grep -c \"pids:$own$\" /proc/self/cgroup",
+        false,
+    );
+    let task = &done["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{done}");
+    let said: Value =
+        serde_json::from_str(task["artifacts"][0]["parts"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(said["out"], "lift=2\nleave=2\n64\n1\n", "{said}");
+    assert!(
+        said["err"]
+            .as_str()
+            .unwrap()
+            .contains("Read-only file system"),
+        "{said}"
+    );
+}
+
+#[test]
+fn the_harness_cannot_lift_its_limits_or_leave_its_cgroup() {
+    the_harness_cannot_lift_its_limits(as_invoker);
+}
+
+/// The private tmp holds what `harness.limits.tmp` says and no more: a write past it fails
+/// with ENOSPC, and the next attempt's tmp starts empty.
+fn the_private_tmp_is_bounded(launch: Launcher) {
+    let home = Home::new();
+    let manifest = home.write(
+        "murmur.yaml",
+        &format!(
+            "{}harness:\n  limits: {{ tmp: \"1MiB\" }}\n",
+            Fixture::default().yaml()
+        ),
+    );
+    let (run, _) = launch(&home, &manifest, &[]);
+    let done = run.send(
+        "@run head -c 2097152 /dev/zero > \"$TMPDIR/big\"; echo wrote=$?; \
+         stat -c %s \"$TMPDIR/big\"",
+        false,
+    );
+    let task = &done["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{done}");
+    let said: Value =
+        serde_json::from_str(task["artifacts"][0]["parts"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(said["out"], "wrote=1\n1048576\n", "{said}");
+    assert!(
+        said["err"]
+            .as_str()
+            .unwrap()
+            .contains("No space left on device"),
+        "{said}"
+    );
+    let again = run.send("@run ls -A \"$TMPDIR\"; echo listed", false);
+    let task = &again["result"]["task"];
+    let said: Value =
+        serde_json::from_str(task["artifacts"][0]["parts"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(said["out"], "listed\n", "{said}");
+}
+
+#[test]
+fn the_private_tmp_holds_no_more_than_its_limit() {
+    the_private_tmp_is_bounded(as_invoker);
+}

@@ -290,7 +290,9 @@ impl Contained {
             let _ = self.keeper.start_kill();
             let _ = self.keeper.wait().await;
         }
-        self.unbound().await;
+        if let Some(removed) = self.unbound() {
+            let _ = removed.await;
+        }
     }
 
     /// A jailed program's ways out of its network namespace, as its keeper bound them inside:
@@ -364,7 +366,7 @@ impl Contained {
             self.sweep().await;
             self.report().await
         };
-        self.unbound().await;
+        self.unbound();
         match (report, self.refused.take()) {
             // The keeper's own reason for failing goes first: it came before the capsule's.
             (Some(Report::SetupFailed(why)), _) => {
@@ -386,22 +388,16 @@ impl Contained {
         self.reached
     }
 
-    /// Once the keeper is gone: reads what its cgroup counted and removes it.
-    async fn unbound(&mut self) {
+    /// Once the keeper is gone: reads what its cgroup counted (a few small cgroupfs reads,
+    /// which do not block), and removes it off the task's path (a removal takes a few hundred
+    /// microseconds). Answers the removal, for a caller that must wait for it.
+    fn unbound(&mut self) -> Option<tokio::task::JoinHandle<()>> {
         if !std::mem::take(&mut self.bounded) {
-            return;
+            return None;
         }
-        let keeper = self.pid;
-        let reached = tokio::task::spawn_blocking(move || {
-            let cgroup = Cgroup::of(keeper);
-            let reached = cgroup.reached();
-            cgroup.remove();
-            reached
-        })
-        .await
-        .ok()
-        .flatten();
-        self.reached = reached;
+        let cgroup = Cgroup::of(self.pid);
+        self.reached = cgroup.reached();
+        Some(tokio::task::spawn_blocking(move || cgroup.remove()))
     }
 
     /// Ends and reaps every process below this one.
