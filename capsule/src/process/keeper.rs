@@ -141,14 +141,14 @@ pub fn main(args: impl Iterator<Item = OsString>) -> i32 {
         return SETUP_FAILED;
     }
     // First, so the init, the harness and all they start are in the attempt's cgroup.
-    if let Some(limits) = &args.limits {
-        super::limits::enter(limits, args.parent.unwrap_or(0));
-    }
+    let bounded = super::limits::enter(args.limits.as_ref(), args.parent.unwrap_or(0));
     if !args.namespaces {
+        bounded.hold_rest(false);
         become_subreaper();
         return supervise(&args, &mut status, Ending::Sweep, None);
     }
     let jail = enter_namespaces(&args.hide, args.net)
+        .map(|()| bounded.hold_rest(true))
         .and_then(|()| match &args.files {
             Some(wall) => super::files::raise(wall),
             None => Ok(()),

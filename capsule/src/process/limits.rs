@@ -6,7 +6,8 @@
 //!   `cgroup.subtree_control` lists them);
 //! - else cgroup v1's `pids` and `memory` hierarchies, each where it is writable;
 //! - else, for what neither gives, rlimits: `RLIMIT_NPROC` (counted per user in the attempt's
-//!   user namespace; root is not held by it) and `RLIMIT_DATA` (per process, not per attempt).
+//!   user namespace, so namespace mode only; root is not held by it) and `RLIMIT_DATA` (per
+//!   process, not per attempt). Reaching an rlimit is not counted anywhere murmur can read.
 //!
 //! The tmp bound is a tmpfs of that size mounted over the private tmp in the attempt's mount
 //! namespace (namespace mode only): it starts empty and goes with the attempt.
@@ -89,9 +90,46 @@ fn name(capsule: i32, keeper: i32) -> String {
     format!("{PREFIX}{capsule}-{keeper}")
 }
 
-/// In the keeper, first thing: a cgroup of its own with `limits`, and rlimits for what no
-/// cgroup bounds. Never fails the attempt: where no cgroup can be made, the rlimits hold.
-pub fn enter(limits: &Limits, capsule: i32) -> &'static str {
+/// What the attempt's cgroup bounds; the rest is left to rlimits ([`Bounded::hold_rest`]).
+#[derive(Clone, Debug, Default)]
+pub struct Bounded {
+    limits: Option<Limits>,
+    by_cgroup: Vec<Controller>,
+}
+
+/// In the keeper, first thing: a cgroup of its own with `limits`. Never fails the attempt:
+/// what no cgroup bounds, [`Bounded::hold_rest`] bounds with rlimits.
+pub fn enter(limits: Option<&Limits>, capsule: i32) -> Bounded {
+    let Some(limits) = limits else {
+        return Bounded::default();
+    };
+    Bounded {
+        limits: Some(limits.clone()),
+        by_cgroup: join_cgroup(limits, capsule),
+    }
+}
+
+impl Bounded {
+    /// Rlimits for what the cgroup does not bound: `RLIMIT_DATA` for memory, and, inside the
+    /// attempt's user namespace only (`in_namespace`), `RLIMIT_NPROC` for pids. Set after the
+    /// namespace is entered: the kernel holds the namespace's creator to the `RLIMIT_NPROC` it
+    /// had when it made it, counting every process of the user, so a limit set before would
+    /// count the user's other processes too. Outside a namespace it would, so none is set.
+    pub fn hold_rest(&self, in_namespace: bool) {
+        let Some(limits) = &self.limits else {
+            return;
+        };
+        if in_namespace && !self.by_cgroup.contains(&Controller::Pids) {
+            set_rlimit(libc::RLIMIT_NPROC, limits.pids);
+        }
+        if !self.by_cgroup.contains(&Controller::Memory) {
+            set_rlimit(libc::RLIMIT_DATA, limits.memory);
+        }
+    }
+}
+
+/// Makes the attempt's cgroup and moves this process into it; answers what it bounds.
+fn join_cgroup(limits: &Limits, capsule: i32) -> Vec<Controller> {
     let me = std::process::id() as i32;
     let own = own_cgroups();
     let mut bounded: Vec<Controller> = Vec::new();
@@ -117,17 +155,7 @@ pub fn enter(limits: &Limits, capsule: i32) -> &'static str {
             }
         }
     }
-    if !bounded.contains(&Controller::Pids) {
-        set_rlimit(libc::RLIMIT_NPROC, limits.pids);
-    }
-    if !bounded.contains(&Controller::Memory) {
-        set_rlimit(libc::RLIMIT_DATA, limits.memory);
-    }
-    match bounded.len() {
-        2 => "cgroup",
-        1 => "cgroup and rlimits",
-        _ => "rlimits",
-    }
+    bounded
 }
 
 /// Makes the cgroup `dir` with `limits` for `controllers`, and moves this process into it; a
