@@ -717,11 +717,11 @@ fn a_proxy_flood_leaves_the_door_answering_within_a_second() {
     a_proxy_flood_leaves_the_door_answering(as_invoker);
 }
 
-/// The attempts' cgroups of the capsule `capsule` (`murmur-<capsule>-<keeper>`), in every
-/// hierarchy this machine has, as the keepers they were made for.
-fn cgroups_of(capsule: u32) -> Vec<u32> {
+/// The cgroups of the capsule `capsule`'s keepers (`murmur-<capsule>-<n>`), in every hierarchy
+/// this machine has.
+fn cgroups_of(capsule: u32) -> Vec<std::path::PathBuf> {
     let own = std::fs::read_to_string(format!("/proc/{capsule}/cgroup")).unwrap_or_default();
-    let mut keepers = Vec::new();
+    let mut found = Vec::new();
     for line in own.lines() {
         let mut parts = line.splitn(3, ':');
         let (_, controllers, path) = (parts.next(), parts.next(), parts.next());
@@ -739,26 +739,34 @@ fn cgroups_of(capsule: u32) -> Vec<u32> {
                 .collect(),
         };
         for mount in mounts {
-            let dir = format!("{mount}{path}");
-            let Ok(entries) = std::fs::read_dir(&dir) else {
+            let Ok(entries) = std::fs::read_dir(format!("{mount}{path}")) else {
                 continue;
             };
             let prefix = format!("murmur-{capsule}-");
-            keepers.extend(entries.flatten().filter_map(|e| {
-                e.file_name()
-                    .to_str()?
-                    .strip_prefix(&prefix)?
-                    .parse::<u32>()
-                    .ok()
-            }));
+            found.extend(
+                entries
+                    .flatten()
+                    .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+                    .map(|e| e.path()),
+            );
         }
     }
-    keepers
+    found
+}
+
+/// The processes in the cgroup folder `dir`.
+fn cgroup_procs(dir: &std::path::Path) -> Vec<u32> {
+    std::fs::read_to_string(dir.join("cgroup.procs"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.parse().ok())
+        .collect()
 }
 
 /// A bomb the harness sets off under `limits` is stopped by them: the task fails with
-/// `status`, the door still answers, and nothing of the attempt is left, in /proc or as a
-/// cgroup (the next attempt's keeper, waiting ready, has one of its own).
+/// `status`, the door still answers, nothing of the attempt is left in /proc or in its cgroup
+/// (the next attempt's keeper, waiting ready, has one of its own), and no cgroup is left once
+/// the capsule ends.
 fn a_bomb_is_stopped_by_its_limit(launch: Launcher, limits: &str, bomb: &str, status: &str) {
     let home = Home::new();
     let manifest = home.write(
@@ -784,15 +792,41 @@ fn a_bomb_is_stopped_by_its_limit(launch: Launcher, limits: &str, bomb: &str, st
         again["result"]["status"]["state"], "TASK_STATE_FAILED",
         "{again}"
     );
+    // The next attempts run in cgroups taken again, the bombed one among them (the ready
+    // keeper had the other): what it counted then does not fail them.
+    for _ in 0..2 {
+        let (said, _) = harness_runs(&run, "echo fine");
+        assert_eq!(said["out"], "fine\n", "{said}");
+    }
     let capsule = capsule_of(&run);
+    // The attempt's cgroup is empty again (kept for a later keeper); the only processes in
+    // the capsule's cgroups are the ready keeper's.
     let settled = wait_until(Duration::from_secs(10), || {
-        descendants_at_work(capsule).is_empty() && cgroups_of(capsule).into_iter().all(ready_keeper)
+        descendants_at_work(capsule).is_empty()
+            && cgroups_of(capsule)
+                .iter()
+                .flat_map(|d| cgroup_procs(d))
+                .all(ready_keeper)
     });
+    let cgroups = cgroups_of(capsule);
     assert!(
         settled,
-        "left running: {:?}; cgroups of keepers {:?}",
+        "left running: {:?}; in the cgroups {:?}",
         descendants_at_work(capsule),
-        cgroups_of(capsule)
+        cgroups
+            .iter()
+            .map(|d| (d.clone(), cgroup_procs(d)))
+            .collect::<Vec<_>>()
+    );
+    assert!(!cgroups.is_empty(), "the attempt had a cgroup");
+    // Once the capsule ends, none of its cgroups is left.
+    drop(run);
+    assert!(
+        wait_until(Duration::from_secs(10), || cgroups
+            .iter()
+            .all(|d| !d.exists())),
+        "left behind: {:?}",
+        cgroups.iter().filter(|d| d.exists()).collect::<Vec<_>>()
     );
 }
 

@@ -15,7 +15,7 @@ use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout};
 
 use super::containment::{Containment, Mode};
 use super::keeper::{KeeperArgs, Report};
-use super::limits::{self, Cgroup, Reached};
+use super::limits::{self, Reached, Slot};
 use super::ready::{self, Walls};
 use super::tree;
 
@@ -67,8 +67,8 @@ pub struct Contained {
     order: Option<OwnedFd>,
     /// Why the capsule ended this attempt before it could run as contained (`ways_out`).
     refused: Option<String>,
-    /// Whether the keeper was given bounds, so has a cgroup to read and remove once it ends.
-    bounded: bool,
+    /// The cgroup the keeper was given with its bounds, read and handed back once it ends.
+    slot: Option<Slot>,
     /// The limit the program reached, read from its cgroup once it ended.
     reached: Option<Reached>,
 }
@@ -142,10 +142,11 @@ impl Contained {
         env: &[(String, OsString)],
         program: Option<Program>,
     ) -> std::io::Result<Contained> {
-        if walls.limits.is_some() {
+        let slot = walls.limits.as_ref().map(|_| {
             static SWEPT: std::sync::Once = std::sync::Once::new();
             SWEPT.call_once(limits::sweep);
-        }
+            Slot::take()
+        });
         let (status_r, status_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
         let jail = match walls.jail {
             Some(_) => Some(nix::sys::socket::socketpair(
@@ -167,6 +168,7 @@ impl Contained {
             forward: walls.jail.clone().unwrap_or_default(),
             jail_fd: jail.as_ref().map(|(_, theirs)| theirs.as_raw_fd()),
             limits: walls.limits.clone(),
+            cgroup: slot.as_ref().map(|s| s.name().to_owned()),
             files: walls.files.clone(),
             probe: false,
             order_fd: order.as_ref().map(|(theirs, _)| theirs.as_raw_fd()),
@@ -228,7 +230,7 @@ impl Contained {
             namespaces,
             order,
             refused: None,
-            bounded: walls.limits.is_some(),
+            slot,
             reached: None,
         })
     }
@@ -290,9 +292,7 @@ impl Contained {
             let _ = self.keeper.start_kill();
             let _ = self.keeper.wait().await;
         }
-        if let Some(removed) = self.unbound() {
-            let _ = removed.await;
-        }
+        self.unbound();
     }
 
     /// A jailed program's ways out of its network namespace, as its keeper bound them inside:
@@ -388,16 +388,11 @@ impl Contained {
         self.reached
     }
 
-    /// Once the keeper is gone: reads what its cgroup counted (a few small cgroupfs reads,
-    /// which do not block), and removes it off the task's path (a removal takes a few hundred
-    /// microseconds). Answers the removal, for a caller that must wait for it.
-    fn unbound(&mut self) -> Option<tokio::task::JoinHandle<()>> {
-        if !std::mem::take(&mut self.bounded) {
-            return None;
+    /// Once the keeper is gone: what its cgroup counted, and the cgroup handed back.
+    fn unbound(&mut self) {
+        if let Some(slot) = self.slot.take() {
+            self.reached = slot.settle();
         }
-        let cgroup = Cgroup::of(self.pid);
-        self.reached = cgroup.reached();
-        Some(tokio::task::spawn_blocking(move || cgroup.remove()))
     }
 
     /// Ends and reaps every process below this one.

@@ -181,6 +181,7 @@ fn probe(mur: &Path, hidden: &[PathBuf]) -> Result<(), String> {
         forward: Vec::new(),
         jail_fd: None,
         limits: None,
+        cgroup: None,
         files: None,
         probe: true,
         order_fd: None,

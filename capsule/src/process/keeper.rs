@@ -141,7 +141,7 @@ pub fn main(args: impl Iterator<Item = OsString>) -> i32 {
         return SETUP_FAILED;
     }
     // First, so the init, the harness and all they start are in the attempt's cgroup.
-    let bounded = super::limits::enter(args.limits.as_ref(), args.parent.unwrap_or(0));
+    let bounded = super::limits::enter(args.limits.as_ref(), args.cgroup.as_deref());
     if !args.namespaces {
         bounded.hold_rest(false);
         become_subreaper();

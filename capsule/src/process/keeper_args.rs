@@ -19,6 +19,8 @@ pub struct KeeperArgs {
     pub jail_fd: Option<RawFd>,
     /// The attempt's bounds (`limits`): `--pids N --memory BYTES [--tmp DIR --tmp-bytes BYTES]`.
     pub limits: Option<super::limits::Limits>,
+    /// The cgroup the capsule named for this keeper (`limits::Slot`).
+    pub cgroup: Option<String>,
     /// The files wall (namespace mode): what stays writable, what of the records is kept.
     pub files: Option<super::files::FilesWall>,
     /// Set up the namespaces, then end without running anything (containment::detect).
@@ -66,6 +68,9 @@ impl KeeperArgs {
                 out.extend(["--tmp".into(), tmp.dir.clone().into()]);
                 out.extend(["--tmp-bytes".into(), tmp.bytes.to_string().into()]);
             }
+        }
+        if let Some(cgroup) = &self.cgroup {
+            out.extend(["--cgroup".into(), cgroup.into()]);
         }
         if let Some(files) = &self.files {
             out.push("--files".into());
@@ -120,6 +125,10 @@ impl KeeperArgs {
                         .push(u16::try_from(port).map_err(|_| "--forward needs a port")?);
                 }
                 Some("--jail-fd") => k.jail_fd = Some(number(args.next(), "--jail-fd")?),
+                Some("--cgroup") => {
+                    let name = args.next().and_then(|n| n.into_string().ok());
+                    k.cgroup = Some(name.ok_or("--cgroup needs a name")?);
+                }
                 Some("--pids") => {
                     let pids = bytes(args.next(), "--pids")?;
                     k.limits = Some(super::limits::Limits {
@@ -229,6 +238,7 @@ mod tests {
                     bytes: 1 << 30,
                 }),
             }),
+            cgroup: Some("murmur-41-7".into()),
             files: Some(crate::process::files::FilesWall {
                 records: Some("/h/records".into()),
                 keep: vec!["/h/records/w/ses_1".into()],
@@ -249,6 +259,7 @@ mod tests {
         assert_eq!((back.forward, back.jail_fd), (vec![52222, 8080], Some(9)));
         assert_eq!(back.files, k.files);
         assert_eq!(back.limits, k.limits);
+        assert_eq!(back.cgroup, k.cgroup);
         assert_eq!(back.hide, k.hide);
         assert_eq!((back.status_fd, back.parent), (Some(7), Some(4242)));
         assert_eq!(back.program, k.program);

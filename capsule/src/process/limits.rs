@@ -12,11 +12,17 @@
 //! The tmp bound is a tmpfs of that size mounted over the private tmp in the attempt's mount
 //! namespace (namespace mode only): it starts empty and goes with the attempt.
 //!
-//! The capsule finds the cgroup again by name (`murmur-<capsule pid>-<keeper pid>`) once the
-//! keeper is gone: it reads whether a limit was reached, then removes it. A cgroup a killed
-//! capsule left is removed by the next capsule's first attempt, once nothing is in it.
+//! The capsule names each keeper's cgroup (`murmur-<capsule pid>-<n>`, a [`Slot`]) and, once
+//! the keeper is gone, reads from its counters whether a limit was reached since it last
+//! looked. An empty cgroup goes back to the capsule's pool for a later keeper: making and
+//! removing a v1 memory cgroup per attempt cost about a millisecond of a 2-core machine's time
+//! a task (BENCHMARKS.md), moving a keeper into one costs next to nothing. The capsule removes
+//! its pool when it ends; what a killed capsule left is removed by the next capsule's first
+//! attempt, once nothing is in it.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use nix::mount::{mount, MsFlags};
@@ -85,9 +91,9 @@ enum Version {
     V2,
 }
 
-/// The name of the cgroup of the keeper `keeper` of the capsule `capsule`.
-fn name(capsule: i32, keeper: i32) -> String {
-    format!("{PREFIX}{capsule}-{keeper}")
+/// The name of the capsule `capsule`'s cgroup number `n`.
+fn name(capsule: i32, n: u32) -> String {
+    format!("{PREFIX}{capsule}-{n}")
 }
 
 /// What the attempt's cgroup bounds; the rest is left to rlimits ([`Bounded::hold_rest`]).
@@ -97,15 +103,15 @@ pub struct Bounded {
     by_cgroup: Vec<Controller>,
 }
 
-/// In the keeper, first thing: a cgroup of its own with `limits`. Never fails the attempt:
-/// what no cgroup bounds, [`Bounded::hold_rest`] bounds with rlimits.
-pub fn enter(limits: Option<&Limits>, capsule: i32) -> Bounded {
+/// In the keeper, first thing: the cgroup `cgroup` the capsule named, with `limits`. Never
+/// fails the attempt: what no cgroup bounds, [`Bounded::hold_rest`] bounds with rlimits.
+pub fn enter(limits: Option<&Limits>, cgroup: Option<&str>) -> Bounded {
     let Some(limits) = limits else {
         return Bounded::default();
     };
     Bounded {
         limits: Some(limits.clone()),
-        by_cgroup: join_cgroup(limits, capsule),
+        by_cgroup: cgroup.map(|c| join_cgroup(limits, c)).unwrap_or_default(),
     }
 }
 
@@ -128,20 +134,13 @@ impl Bounded {
     }
 }
 
-/// Makes the attempt's cgroup and moves this process into it; answers what it bounds.
-fn join_cgroup(limits: &Limits, capsule: i32) -> Vec<Controller> {
-    let me = std::process::id() as i32;
+/// Makes the attempt's cgroup `leaf` (or takes it as a keeper before left it) and moves this
+/// process into it; answers what it bounds.
+fn join_cgroup(limits: &Limits, leaf: &str) -> Vec<Controller> {
     let own = own_cgroups();
     let mut bounded: Vec<Controller> = Vec::new();
     if let Some(dir) = v2_parent(&own) {
-        if make(
-            &dir.join(name(capsule, me)),
-            Version::V2,
-            &Controller::BOTH,
-            limits,
-        )
-        .is_ok()
-        {
+        if make(&dir.join(leaf), Version::V2, &Controller::BOTH, limits).is_ok() {
             bounded.extend(Controller::BOTH);
         }
     }
@@ -150,7 +149,7 @@ fn join_cgroup(limits: &Limits, capsule: i32) -> Vec<Controller> {
             let Some(parent) = v1_parent(&own, c) else {
                 continue;
             };
-            if make(&parent.join(name(capsule, me)), Version::V1, &[c], limits).is_ok() {
+            if make(&parent.join(leaf), Version::V1, &[c], limits).is_ok() {
                 bounded.push(c);
             }
         }
@@ -177,6 +176,9 @@ fn make(
                     let _ = write(dir, "memory.swap.max", 0);
                 }
                 (Controller::Memory, Version::V1) => {
+                    // memsw may never be below the limit: raised first when the limit rises (a
+                    // cgroup taken again), lowered after it when it falls.
+                    let _ = write(dir, "memory.memsw.limit_in_bytes", limits.memory);
                     write(dir, "memory.limit_in_bytes", limits.memory)?;
                     let _ = write(dir, "memory.memsw.limit_in_bytes", limits.memory);
                 }
@@ -245,22 +247,96 @@ fn v1_parent(own: &[(String, String)], c: Controller) -> Option<PathBuf> {
     dir.join("cgroup.procs").is_file().then_some(dir)
 }
 
+/// What a cgroup's counters said when last read: forks refused at `pids.max`, processes the
+/// kernel killed at the memory limit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Counts {
+    pids_max: u64,
+    oom_kills: u64,
+}
+
+/// One cgroup name of this capsule's, for one keeper at a time, and what its counters said
+/// when it was handed out.
+#[derive(Debug)]
+pub struct Slot {
+    name: String,
+    seen: Counts,
+}
+
+/// This capsule's cgroups no keeper is in.
+static FREE: Mutex<Vec<Slot>> = Mutex::new(Vec::new());
+/// The number of the next cgroup this capsule names.
+static NEXT: AtomicU32 = AtomicU32::new(0);
+
+fn free() -> std::sync::MutexGuard<'static, Vec<Slot>> {
+    FREE.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl Slot {
+    /// A cgroup for the next keeper: one a keeper before left, or a new name (the keeper makes
+    /// it).
+    pub fn take() -> Slot {
+        let reused = free().pop();
+        reused.unwrap_or_else(|| Slot {
+            name: name(
+                std::process::id() as i32,
+                NEXT.fetch_add(1, Ordering::Relaxed),
+            ),
+            seen: Counts::default(),
+        })
+    }
+
+    /// The name the keeper is told (`--cgroup`).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Once its keeper is gone: the limit reached since the slot was handed out, if any. The
+    /// cgroup goes back to the pool when nothing is left in it; one still holding a process is
+    /// removed once that is gone (retried briefly on a blocking thread, else left for
+    /// [`sweep`]).
+    pub fn settle(mut self) -> Option<Reached> {
+        let cgroup = Cgroup::named(&self.name);
+        let now = cgroup.counts();
+        let reached = if now.pids_max > self.seen.pids_max {
+            Some(Reached::Pids)
+        } else if now.oom_kills > self.seen.oom_kills {
+            Some(Reached::Memory)
+        } else {
+            None
+        };
+        self.seen = now;
+        if cgroup.empty() {
+            free().push(self);
+        } else {
+            let remove = move || cgroup.remove();
+            match tokio::runtime::Handle::try_current() {
+                Ok(rt) => drop(rt.spawn_blocking(remove)),
+                Err(_) => remove(),
+            }
+        }
+        reached
+    }
+}
+
+/// Removes this capsule's pool: it is ending, and no keeper will take one again.
+pub fn close() {
+    for slot in free().drain(..) {
+        Cgroup::named(&slot.name).remove();
+    }
+}
+
 impl Cgroup {
-    /// In the capsule: the cgroup its keeper `keeper` made, where it made one.
-    pub fn of(keeper: i32) -> Cgroup {
-        let capsule = std::process::id() as i32;
+    /// In the capsule: the folders of its cgroup `leaf`, where a keeper made them.
+    fn named(leaf: &str) -> Cgroup {
         let own = own_cgroups();
-        let leaf = name(capsule, keeper);
         let mut dirs = Vec::new();
-        if let Some(dir) = v2_parent(&own)
-            .map(|d| d.join(&leaf))
-            .filter(|d| d.is_dir())
-        {
+        if let Some(dir) = v2_parent(&own).map(|d| d.join(leaf)).filter(|d| d.is_dir()) {
             dirs.push((Controller::BOTH.to_vec(), Version::V2, dir));
         } else {
             for c in Controller::BOTH {
                 if let Some(dir) = v1_parent(&own, c)
-                    .map(|d| d.join(&leaf))
+                    .map(|d| d.join(leaf))
                     .filter(|d| d.is_dir())
                 {
                     dirs.push((vec![c], Version::V1, dir));
@@ -270,9 +346,8 @@ impl Cgroup {
         Cgroup { dirs }
     }
 
-    /// The limit the attempt reached, if its cgroup counted one (pids first: a fork refused is
-    /// what a memory bomb of many processes meets first too).
-    pub fn reached(&self) -> Option<Reached> {
+    /// What its counters say now (small cgroupfs reads, which do not block).
+    fn counts(&self) -> Counts {
         let count = |dir: &Path, file: &str, key: &str| -> u64 {
             std::fs::read_to_string(dir.join(file))
                 .ok()
@@ -282,29 +357,35 @@ impl Cgroup {
                 })
                 .unwrap_or(0)
         };
-        let mut memory = false;
+        let mut counts = Counts::default();
         for (controllers, v, dir) in &self.dirs {
             for c in controllers {
                 match (c, v) {
-                    (Controller::Pids, _) if count(dir, "pids.events", "max ") > 0 => {
-                        return Some(Reached::Pids)
-                    }
+                    (Controller::Pids, _) => counts.pids_max = count(dir, "pids.events", "max "),
                     (Controller::Memory, Version::V2) => {
-                        memory |= count(dir, "memory.events", "oom_kill ") > 0
+                        counts.oom_kills = count(dir, "memory.events", "oom_kill ")
                     }
                     (Controller::Memory, Version::V1) => {
-                        memory |= count(dir, "memory.oom_control", "oom_kill ") > 0
+                        counts.oom_kills = count(dir, "memory.oom_control", "oom_kill ")
                     }
-                    _ => {}
                 }
             }
         }
-        memory.then_some(Reached::Memory)
+        counts
     }
 
-    /// Removes the cgroup, once its last process is reaped (retried briefly; one still busy is
-    /// left for [`sweep`]).
-    pub fn remove(&self) {
+    /// True when no process is in it.
+    fn empty(&self) -> bool {
+        self.dirs.iter().all(|(_, _, dir)| {
+            std::fs::read_to_string(dir.join("cgroup.procs"))
+                .map(|p| p.trim().is_empty())
+                .unwrap_or(true)
+        })
+    }
+
+    /// Removes it, once its last process is reaped (retried briefly; one still busy is left
+    /// for [`sweep`]).
+    fn remove(&self) {
         let deadline = Instant::now() + REMOVE_WITHIN;
         for (_, _, dir) in &self.dirs {
             while std::fs::remove_dir(dir).is_err() && dir.exists() && Instant::now() < deadline {
@@ -314,8 +395,8 @@ impl Cgroup {
     }
 }
 
-/// Removes what attempts of capsules that are gone left: empty `murmur-<capsule>-<keeper>`
-/// cgroups whose capsule no longer runs. Called once per capsule, at its first attempt.
+/// Removes what attempts of capsules that are gone left: empty `murmur-<capsule>-<n>` cgroups
+/// whose capsule no longer runs. Called once per capsule, at its first attempt.
 pub fn sweep() {
     let own = own_cgroups();
     let mut parents: Vec<PathBuf> = v2_parent(&own).into_iter().collect();
@@ -374,7 +455,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_cgroup_is_named_after_its_capsule_and_keeper() {
-        assert_eq!(name(41, 4242), "murmur-41-4242");
+    fn a_cgroup_is_named_after_its_capsule() {
+        assert_eq!(name(41, 7), "murmur-41-7");
     }
 }

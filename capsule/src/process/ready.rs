@@ -97,6 +97,7 @@ pub async fn close() {
     if let Some((_, keeper)) = keeper {
         keeper.discard_now().await;
     }
+    super::limits::close();
 }
 
 /// What a ready keeper is sent when its task arrives.
