@@ -81,7 +81,7 @@ impl Controller {
 
 /// One attempt's cgroup folders: one in v2, or one per v1 hierarchy (each with what it bounds).
 #[derive(Debug, Default)]
-pub struct Cgroup {
+struct Cgroup {
     dirs: Vec<(Vec<Controller>, Version, PathBuf)>,
 }
 

@@ -213,7 +213,7 @@ fn owned_fds(msg: &libc::msghdr) -> Vec<OwnedFd> {
         while !c.is_null() {
             if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
                 let data = libc::CMSG_DATA(c);
-                let len = (*c).cmsg_len as usize - (data as usize - c as usize);
+                let len = ((*c).cmsg_len as usize).saturating_sub(data as usize - c as usize);
                 for i in 0..len / std::mem::size_of::<RawFd>() {
                     let fd = std::ptr::read_unaligned(data.cast::<RawFd>().add(i));
                     fds.push(OwnedFd::from_raw_fd(fd));
