@@ -1151,3 +1151,392 @@ fn the_default_home_is_this_sessions_own() {
     );
     assert_eq!(said["out"], "kept\n0\n", "{said}");
 }
+
+// ---- bounds ----
+
+/// Starts `mur run --manifest M` with `env` (and namespace mode) as some user, and answers the
+/// launch and its members (none for a lone capsule). The rows below take one, so the same row
+/// can run as the user the tests run as and as an unprivileged one.
+type Launcher = fn(&Home, &std::path::Path, &[(&str, String)]) -> (Launch, Vec<Member>);
+
+/// [`Launcher`] as the user running the tests.
+fn as_invoker(
+    home: &Home,
+    manifest: &std::path::Path,
+    env: &[(&str, String)],
+) -> (Launch, Vec<Member>) {
+    let mut env = env.to_vec();
+    env.push(("MURMUR_CONTAINMENT", "namespaces".to_owned()));
+    let state = home.root.join("fixture-state");
+    std::fs::create_dir_all(&state).unwrap();
+    env.push(("MURMUR_HARNESS_WRITABLE", state.display().to_string()));
+    Launch::start_formation_env(home, manifest, &[], &env)
+}
+
+/// A lead with 40 callees: 83 listeners cross from its keeper (the proxy, and an IPv4 and an
+/// IPv6 one for its door and each callee), far more than one message carried; its harness
+/// reaches its door, its first and its last callee through them.
+fn forty_callees_all_reachable(launch: Launcher) {
+    let home = Home::new();
+    home.write(
+        "f/worker/murmur.yaml",
+        &Fixture {
+            extra: "exports:\n  peer_tasks:\n    accept: true\n",
+            ..Fixture::default()
+        }
+        .yaml(),
+    );
+    home.write(
+        "f/lead/murmur.yaml",
+        &Fixture {
+            name: "lead",
+            ..Fixture::default()
+        }
+        .yaml(),
+    );
+    let workers: Vec<String> = (1..=40).map(|i| format!("w{i}")).collect();
+    let mut members = format!(
+        "    lead: {{ manifest: lead/murmur.yaml, calls: [{}] }}\n",
+        workers.join(", ")
+    );
+    for w in &workers {
+        members.push_str(&format!("    {w}: {{ manifest: worker/murmur.yaml }}\n"));
+    }
+    let manifest = home.write(
+        "f/formation.yaml",
+        &format!(
+            "formation:\n  name: wide\n  version: \"0.1.0\"\n  entry: lead\n  members:\n{members}"
+        ),
+    );
+    let (_run, members) = launch(&home, &manifest, &[]);
+    assert_eq!(members.len(), 41);
+    let lead = members.iter().find(|m| m.name == "lead").unwrap();
+    let operator = home.operator_token(&lead.session);
+    let done = bearer_rpc(
+        lead.port,
+        &operator,
+        "SendMessage",
+        message(
+            "@run curl -s -o /dev/null -w '%{http_code}\\n' \"$MURMUR_DOOR_URL/.well-known/agent-card.json\" \
+             && mur call-member w1 hello && mur call-member w40 hello",
+            false,
+        ),
+    );
+    let task = &done["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{done}");
+    let said: Value =
+        serde_json::from_str(task["artifacts"][0]["parts"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        (said["code"].as_i64(), said["out"].as_str()),
+        (Some(0), Some("200\nAcknowledged.\nAcknowledged.\n")),
+        "{said}"
+    );
+}
+
+#[test]
+fn a_lead_with_forty_callees_reaches_its_door_and_its_callees() {
+    forty_callees_all_reachable(as_invoker);
+}
+
+/// The capsule process below a launch.
+fn capsule_of(run: &Launch) -> u32 {
+    descendants(run.pid())
+        .into_iter()
+        .find(|p| cmdline(*p).contains("__capsule"))
+        .expect("the launch runs a capsule")
+}
+
+fn open_descriptors(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| d.count())
+        .unwrap_or(0)
+}
+
+/// A harness opens as many connections to its proxy as it can in 4 s (up to 1,000), each
+/// sending half a `CONNECT` head, and holds them. The capsule accepts no more than the attempt's cap (256 on a 20,000-descriptor
+/// limit), its door answers a GetTask within 1 s meanwhile, and the first connection, held
+/// past the head deadline, is answered `408`.
+fn a_proxy_flood_leaves_the_door_answering(launch: Launcher) {
+    let home = Home::new();
+    let manifest = home.write("murmur.yaml", &Fixture::default().yaml());
+    let (run, _) = launch(&home, &manifest, &[]);
+    let flooded = home.root.join("fixture-state/flooded");
+    let flood = home.write(
+        "flood.py",
+        &format!(
+            r#"import os, socket, time
+host, port = os.environ["HTTP_PROXY"].rsplit("/", 1)[1].rsplit(":", 1)
+def half():
+    s = socket.socket()
+    s.settimeout(0.2)
+    s.connect((host, int(port)))
+    s.sendall(b"CONNECT held.example:443 HTTP/1.1\r\n")
+    return s
+first, held, started = half(), [], time.time()
+while len(held) < 999 and time.time() - started < 4:
+    try:
+        held.append(half())
+    except OSError:
+        pass
+open("{flooded}", "w").write(str(len(held)))
+first.settimeout(30)
+answer = first.recv(100).split(b"\r\n")[0].decode()
+print(answer, round(time.time() - started))
+"#,
+            flooded = flooded.display()
+        ),
+    );
+    let task = run.start_task(&format!("@run python3 {}", flood.display()));
+    assert!(
+        wait_until(Duration::from_secs(60), || flooded.exists()),
+        "the flood never finished opening: {}",
+        run.rpc("GetTask", serde_json::json!({"id": task}))
+    );
+    let capsule = capsule_of(&run);
+    let opened: usize = std::fs::read_to_string(&flooded).unwrap().parse().unwrap();
+    let held = open_descriptors(capsule);
+    // More were opened than the cap admits (the rest wait in the listener's backlog), and the
+    // capsule holds the cap's worth and its own few dozen.
+    assert!(opened > 300, "the flood opened only {opened}");
+    assert!(
+        held < 256 + 100,
+        "the capsule holds {held} descriptors for {opened} connections"
+    );
+    for _ in 0..5 {
+        let asked = std::time::Instant::now();
+        let got = run.rpc("GetTask", serde_json::json!({"id": task}));
+        let took = asked.elapsed();
+        assert_eq!(
+            got["result"]["status"]["state"], "TASK_STATE_WORKING",
+            "{got}"
+        );
+        assert!(took < Duration::from_secs(1), "GetTask took {took:?}");
+    }
+    let done = run.wait_task(&task, Duration::from_secs(60), |s| {
+        s == "TASK_STATE_COMPLETED"
+    });
+    let said: Value =
+        serde_json::from_str(done["artifacts"][0]["parts"][0]["text"].as_str().unwrap()).unwrap();
+    let out = said["out"].as_str().unwrap();
+    let (status, after) = out.trim().rsplit_once(' ').unwrap();
+    assert_eq!(status, "HTTP/1.1 408 Request Timeout", "{said}");
+    let after: u64 = after.parse().unwrap();
+    assert!((10..=20).contains(&after), "answered after {after} s");
+}
+
+#[test]
+fn a_proxy_flood_leaves_the_door_answering_within_a_second() {
+    a_proxy_flood_leaves_the_door_answering(as_invoker);
+}
+
+/// The cgroups of the capsule `capsule`'s keepers (`murmur-<capsule>-<n>`), in every hierarchy
+/// this machine has.
+fn cgroups_of(capsule: u32) -> Vec<std::path::PathBuf> {
+    let own = std::fs::read_to_string(format!("/proc/{capsule}/cgroup")).unwrap_or_default();
+    let mut found = Vec::new();
+    for line in own.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (_, controllers, path) = (parts.next(), parts.next(), parts.next());
+        let (Some(controllers), Some(path)) = (controllers, path) else {
+            continue;
+        };
+        let mounts = match controllers {
+            "" => vec![
+                "/sys/fs/cgroup".to_owned(),
+                "/sys/fs/cgroup/unified".to_owned(),
+            ],
+            names => names
+                .split(',')
+                .map(|n| format!("/sys/fs/cgroup/{n}"))
+                .collect(),
+        };
+        for mount in mounts {
+            let Ok(entries) = std::fs::read_dir(format!("{mount}{path}")) else {
+                continue;
+            };
+            let prefix = format!("murmur-{capsule}-");
+            found.extend(
+                entries
+                    .flatten()
+                    .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+                    .map(|e| e.path()),
+            );
+        }
+    }
+    found
+}
+
+/// The processes in the cgroup folder `dir`.
+fn cgroup_procs(dir: &std::path::Path) -> Vec<u32> {
+    std::fs::read_to_string(dir.join("cgroup.procs"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.parse().ok())
+        .collect()
+}
+
+/// A bomb the harness sets off under `limits` is stopped by them: the task fails with
+/// `status`, the door still answers, nothing of the attempt is left in /proc or in its cgroup
+/// (the next attempt's keeper, waiting ready, has one of its own), and no cgroup is left once
+/// the capsule ends.
+fn a_bomb_is_stopped_by_its_limit(launch: Launcher, limits: &str, bomb: &str, status: &str) {
+    let home = Home::new();
+    let manifest = home.write(
+        "murmur.yaml",
+        &format!(
+            "{}harness:\n  limits: {limits}\n",
+            Fixture::default().yaml()
+        ),
+    );
+    let (run, _) = launch(&home, &manifest, &[]);
+    let task = run.start_task(&format!("@run {bomb}"));
+    let done = run.wait_task(&task, Duration::from_secs(60), |s| {
+        s == "TASK_STATE_FAILED" || s == "TASK_STATE_COMPLETED"
+    });
+    assert_eq!(done["status"]["state"], "TASK_STATE_FAILED", "{done}");
+    assert_eq!(
+        done["status"]["message"]["parts"][0]["text"], status,
+        "{done}"
+    );
+    // The capsule is still there, and answers.
+    let again = run.rpc("GetTask", serde_json::json!({"id": task}));
+    assert_eq!(
+        again["result"]["status"]["state"], "TASK_STATE_FAILED",
+        "{again}"
+    );
+    // The next attempts run in cgroups taken again, the bombed one among them (the ready
+    // keeper had the other): what it counted then does not fail them.
+    for _ in 0..2 {
+        let (said, _) = harness_runs(&run, "echo fine");
+        assert_eq!(said["out"], "fine\n", "{said}");
+    }
+    let capsule = capsule_of(&run);
+    // The attempt's cgroup is empty again (kept for a later keeper); the only processes in
+    // the capsule's cgroups are the ready keeper's.
+    let settled = wait_until(Duration::from_secs(10), || {
+        descendants_at_work(capsule).is_empty()
+            && cgroups_of(capsule)
+                .iter()
+                .flat_map(|d| cgroup_procs(d))
+                .all(ready_keeper)
+    });
+    let cgroups = cgroups_of(capsule);
+    assert!(
+        settled,
+        "left running: {:?}; in the cgroups {:?}",
+        descendants_at_work(capsule),
+        cgroups
+            .iter()
+            .map(|d| (d.clone(), cgroup_procs(d)))
+            .collect::<Vec<_>>()
+    );
+    assert!(!cgroups.is_empty(), "the attempt had a cgroup");
+    // Once the capsule ends, none of its cgroups is left.
+    drop(run);
+    assert!(
+        wait_until(Duration::from_secs(10), || cgroups
+            .iter()
+            .all(|d| !d.exists())),
+        "left behind: {:?}",
+        cgroups.iter().filter(|d| d.exists()).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn a_fork_bomb_is_stopped_by_its_pids_limit() {
+    a_bomb_is_stopped_by_its_limit(
+        as_invoker,
+        "{ pids: 64 }",
+        "timeout 5 bash -c ':(){ :|:& };:' >/dev/null 2>&1; echo bombed",
+        "the harness reached its pids limit (harness.limits.pids: 64)",
+    );
+}
+
+#[test]
+fn a_memory_bomb_is_stopped_by_its_memory_limit() {
+    a_bomb_is_stopped_by_its_limit(
+        as_invoker,
+        "{ memory: \"128MiB\" }",
+        "python3 -c 'b = [bytearray(1 << 20) for _ in range(1024)]'; echo bombed",
+        "the harness reached its memory limit (harness.limits.memory: \"128MiB\")",
+    );
+}
+
+/// The harness, root here, tries to lift its own pids limit and to leave its cgroup for the
+/// capsule's: /sys/fs/cgroup is read-only in its mount namespace, so it can do neither.
+fn the_harness_cannot_lift_its_limits(launch: Launcher) {
+    let home = Home::new();
+    let manifest = home.write(
+        "murmur.yaml",
+        &format!(
+            "{}harness:\n  limits: {{ pids: 64 }}\n",
+            Fixture::default().yaml()
+        ),
+    );
+    let (run, _) = launch(&home, &manifest, &[]);
+    let done = run.send(
+        "@run own=$(grep -E '^[0-9]+:pids:' /proc/self/cgroup | cut -d: -f3); \
+         echo max > /sys/fs/cgroup/pids$own/pids.max; echo lift=$?; \
+         echo $$ > /sys/fs/cgroup/pids$(dirname $own)/cgroup.procs; echo leave=$?; \
+         cat /sys/fs/cgroup/pids$own/pids.max; grep -c \"pids:$own$\" /proc/self/cgroup",
+        false,
+    );
+    let task = &done["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{done}");
+    let said: Value =
+        serde_json::from_str(task["artifacts"][0]["parts"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(said["out"], "lift=2\nleave=2\n64\n1\n", "{said}");
+    assert!(
+        said["err"]
+            .as_str()
+            .unwrap()
+            .contains("Read-only file system"),
+        "{said}"
+    );
+}
+
+#[test]
+fn the_harness_cannot_lift_its_limits_or_leave_its_cgroup() {
+    the_harness_cannot_lift_its_limits(as_invoker);
+}
+
+/// The private tmp holds what `harness.limits.tmp` says and no more: a write past it fails
+/// with ENOSPC, and the next attempt's tmp starts empty.
+fn the_private_tmp_is_bounded(launch: Launcher) {
+    let home = Home::new();
+    let manifest = home.write(
+        "murmur.yaml",
+        &format!(
+            "{}harness:\n  limits: {{ tmp: \"1MiB\" }}\n",
+            Fixture::default().yaml()
+        ),
+    );
+    let (run, _) = launch(&home, &manifest, &[]);
+    let done = run.send(
+        "@run head -c 2097152 /dev/zero > \"$TMPDIR/big\"; echo wrote=$?; \
+         stat -c %s \"$TMPDIR/big\"",
+        false,
+    );
+    let task = &done["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{done}");
+    let said: Value =
+        serde_json::from_str(task["artifacts"][0]["parts"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(said["out"], "wrote=1\n1048576\n", "{said}");
+    assert!(
+        said["err"]
+            .as_str()
+            .unwrap()
+            .contains("No space left on device"),
+        "{said}"
+    );
+    let again = run.send("@run ls -A \"$TMPDIR\"; echo listed", false);
+    let task = &again["result"]["task"];
+    let said: Value =
+        serde_json::from_str(task["artifacts"][0]["parts"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(said["out"], "listed\n", "{said}");
+}
+
+#[test]
+fn the_private_tmp_holds_no_more_than_its_limit() {
+    the_private_tmp_is_bounded(as_invoker);
+}

@@ -119,7 +119,7 @@ pub fn main(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
     rt.block_on(async {
         let code = run(config, listener).await;
         // A keeper kept ready for a next task that will not come.
-        crate::process::ready::close();
+        crate::process::ready::close().await;
         code
     })
 }

@@ -241,7 +241,7 @@ fn judge(session: &Session, id: &TaskId, conversation: &str, ending: Ending) -> 
         t.turns
     };
     match ending {
-        Ending::SpawnFailed(why) => (Outcome::Failed(why), 0),
+        Ending::SpawnFailed(why) | Ending::LimitReached(why) => (Outcome::Failed(why), 0),
         Ending::Canceled { killed, transcript } => {
             let turns = keep(&transcript);
             // What the cancel's answer named as in flight (its residue artifact).

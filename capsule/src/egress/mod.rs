@@ -10,12 +10,18 @@
 //!
 //! A program that ignores the proxy variables reaches nothing but the forwarded ports: the
 //! namespace has no route off loopback, and no resolver it can reach.
+//!
+//! Every connection an attempt opens through these costs the capsule descriptors (two when
+//! relayed), so each attempt holds at most [`connection_cap`] at once, across all its ways out:
+//! past that its listeners are not accepted on until one ends. A harness that floods its
+//! proxy waits on its own backlog; the door and the capsule's other attempts keep theirs.
 
 mod proxy;
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 
 use crate::policy::{self, Allowed};
@@ -23,6 +29,30 @@ use crate::session::Session;
 
 /// How long a relayed connection may take to open.
 const DIAL_WITHIN: Duration = Duration::from_secs(10);
+
+/// The most connections one attempt holds open through its ways out at once.
+const MOST_CONNECTIONS: usize = 256;
+/// Of the capsule's descriptors (its `RLIMIT_NOFILE`), the most one attempt's connections may
+/// hold: one sixteenth.
+const DESCRIPTOR_SHARE: u64 = 16;
+/// The fewest connections an attempt is allowed, however low the capsule's descriptor limit.
+const FEWEST_CONNECTIONS: usize = 8;
+
+/// The connections one attempt may hold open at once: [`MOST_CONNECTIONS`], or fewer where the
+/// capsule's descriptor limit is low, so that an attempt's connections (two descriptors each:
+/// the harness's end and the relayed one) hold at most a sixteenth of the capsule's
+/// descriptors.
+pub fn connection_cap() -> usize {
+    let mut limit = libc::rlimit {
+        rlim_cur: 1024,
+        rlim_max: 1024,
+    };
+    // SAFETY: getrlimit writes the one struct it is given; on failure it stays at 1024.
+    unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) };
+    let limit = limit.rlim_cur;
+    let share = (limit / DESCRIPTOR_SHARE / 2).min(MOST_CONNECTIONS as u64) as usize;
+    share.max(FEWEST_CONNECTIONS)
+}
 
 /// What one jailed attempt may reach, decided before it starts.
 #[derive(Clone, Debug)]
@@ -98,7 +128,8 @@ impl Drop for Exits {
     }
 }
 
-/// Serves `listeners` (port 0: the proxy) for the attempt of `task_id` under `grant`.
+/// Serves `listeners` (port 0: the proxy) for the attempt of `task_id` under `grant`, at
+/// most [`connection_cap`] connections at once across them all.
 pub fn serve(
     session: &Arc<Session>,
     task_id: &str,
@@ -106,6 +137,7 @@ pub fn serve(
     listeners: Vec<(u16, std::net::TcpListener)>,
 ) -> Exits {
     let admitted = Arc::new(grant.admitted.clone());
+    let open = Arc::new(Semaphore::new(connection_cap()));
     let mut tasks = Vec::new();
     for (port, listener) in listeners {
         let Ok(listener) = listener
@@ -114,28 +146,44 @@ pub fn serve(
         else {
             continue;
         };
+        let open = open.clone();
         if port == 0 {
             let (session, task, admitted) = (session.clone(), task_id.to_owned(), admitted.clone());
             tasks.push(tokio::spawn(async move {
-                while let Ok((conn, _)) = listener.accept().await {
+                while let Some((conn, permit)) = next(&listener, &open).await {
                     let (session, task, admitted) =
                         (session.clone(), task.clone(), admitted.clone());
-                    tokio::spawn(
-                        async move { proxy::serve(conn, &session, &task, &admitted).await },
-                    );
+                    tokio::spawn(async move {
+                        proxy::serve(conn, &session, &task, &admitted).await;
+                        drop(permit);
+                    });
                 }
             }));
         } else if let Some((_, target)) = grant.forwards.iter().find(|(p, _)| *p == port) {
             let target = target.clone();
             tasks.push(tokio::spawn(async move {
-                while let Ok((conn, _)) = listener.accept().await {
+                while let Some((conn, permit)) = next(&listener, &open).await {
                     let target = target.clone();
-                    tokio::spawn(async move { relay(conn, &target).await });
+                    tokio::spawn(async move {
+                        relay(conn, &target).await;
+                        drop(permit);
+                    });
                 }
             }));
         }
     }
     Exits { tasks }
+}
+
+/// The next connection on `listener`, once the attempt is under its cap (`open`): nothing is
+/// accepted while it is at it. `None` once the listener fails.
+async fn next(
+    listener: &tokio::net::TcpListener,
+    open: &Arc<Semaphore>,
+) -> Option<(tokio::net::TcpStream, OwnedSemaphorePermit)> {
+    let permit = open.clone().acquire_owned().await.ok()?;
+    let (conn, _) = listener.accept().await.ok()?;
+    Some((conn, permit))
 }
 
 /// Relays one connection to `target` outside the namespace, both ways, until either side ends.

@@ -4,6 +4,8 @@
 //! `policy::dial`; anything else is answered `403` with a body that names what may be reached,
 //! and traced as `egress_denied`. Names are resolved here, outside, only for admitted hosts.
 
+use std::time::Duration;
+
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -14,6 +16,9 @@ use crate::trace::TraceEvent;
 
 /// The most a request head may take before it is refused.
 const HEAD_LIMIT: usize = 16 << 10;
+/// How long a request head may take to arrive: a connection that holds a half-sent head holds
+/// one of its attempt's connections (`super::connection_cap`), and is answered `408` then.
+pub const HEAD_WITHIN: Duration = Duration::from_secs(10);
 
 /// A request head as far as the proxy needs it.
 struct Head {
@@ -26,7 +31,15 @@ struct Head {
 }
 
 pub async fn serve(mut conn: TcpStream, session: &Session, task: &str, admitted: &[String]) {
-    let Some(head) = read_head(&mut conn).await else {
+    let Ok(head) = tokio::time::timeout(HEAD_WITHIN, read_head(&mut conn)).await else {
+        let why = format!(
+            "murmur's egress proxy: the request head did not arrive within {} s",
+            HEAD_WITHIN.as_secs()
+        );
+        let _ = conn.write_all(&answer(408, &why)).await;
+        return;
+    };
+    let Some(head) = head else {
         let _ = conn
             .write_all(&answer(
                 400,
@@ -136,6 +149,7 @@ fn origin_form(head: &Head, path: &str) -> Vec<u8> {
 fn answer(status: u16, body: &str) -> Vec<u8> {
     let reason = match status {
         400 => "Bad Request",
+        408 => "Request Timeout",
         403 => "Forbidden",
         _ => "Bad Gateway",
     };

@@ -25,11 +25,13 @@ pub use sessions::HarnessSessions;
 
 use crate::egress::Grant;
 use crate::ids::TaskId;
+use crate::manifest::harness_limits::shown_size;
 use crate::manifest::{
     InputDialect, Interrupt, Manifest, OutputDialect, ProcessDriver, PromptMode,
     CONTROL_REQUEST_BOUND,
 };
 use crate::process::files::FilesWall;
+use crate::process::limits::{Limits, Reached, Tmp};
 use crate::process::{Contained, Containment, Exit, Spec};
 use crate::session::Session;
 use crate::stream::EventLog;
@@ -121,6 +123,8 @@ pub enum Ending {
         transcript: Transcript,
     },
     SpawnFailed(String),
+    /// The attempt reached one of its `harness.limits`; the sentence names which.
+    LimitReached(String),
 }
 
 /// Fills a command's placeholders: `{session}`, `{guide}` (the guide's path), `{guide_text}`
@@ -273,7 +277,36 @@ fn build_spec(
         env,
         jail: Some(grant.ports()),
         files: Some(files),
+        limits: Some(limits_of(session)),
     })
+}
+
+/// An attempt's bounds: the manifest's `harness.limits`, its tmp bound on the private tmp.
+fn limits_of(session: &Session) -> Limits {
+    let written = &session.manifest.harness.limits;
+    Limits {
+        pids: written.pids,
+        memory: written.memory,
+        tmp: Some(Tmp {
+            dir: session.records_dir.join(TMP_DIR),
+            bytes: written.tmp,
+        }),
+    }
+}
+
+/// The task's status when its attempt reached a limit, naming the key that set it.
+fn limit_sentence(session: &Session, reached: Reached) -> String {
+    let written = &session.manifest.harness.limits;
+    match reached {
+        Reached::Pids => format!(
+            "the harness reached its pids limit (harness.limits.pids: {})",
+            written.pids
+        ),
+        Reached::Memory => format!(
+            "the harness reached its memory limit (harness.limits.memory: \"{}\")",
+            shown_size(written.memory)
+        ),
+    }
 }
 
 /// Runs one attempt to its end, and everything it started with it. Traces harness_start,
@@ -412,6 +445,10 @@ pub async fn run(
     });
     if let Exit::NotStarted(why) = exit {
         return Ending::SpawnFailed(why);
+    }
+    // A limit reached fails the task whatever the harness made of it: what it did is cut short.
+    if let Some(reached) = harness.reached() {
+        return Ending::LimitReached(limit_sentence(session, reached));
     }
     let stderr_last_line = stderr_tail
         .lines()

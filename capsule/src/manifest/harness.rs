@@ -14,7 +14,7 @@ use crate::manifest::model::{
 use crate::manifest::reader::Reader;
 use serde_yaml::Value;
 
-const KEYS: [&str; 7] = [
+const KEYS: [&str; 8] = [
     "permissions",
     "allow_commands",
     "state",
@@ -22,9 +22,10 @@ const KEYS: [&str; 7] = [
     "require",
     "read",
     "protect",
+    "limits",
 ];
 
-/// The keys only the CLI presets read; `env` serves every process driver.
+/// The keys only the CLI presets read; `env` and `limits` serve every process driver.
 const PRESET_KEYS: [&str; 3] = ["permissions", "allow_commands", "state"];
 
 /// Characters a command prefix may not hold: each CLI matches prefixes word by word, and these
@@ -130,6 +131,7 @@ pub fn read(
         Some(v) => paths(r, v, &f.path("protect"), PathKind::Work)?,
         None => Vec::new(),
     };
+    let limits = super::harness_limits::read(r, f.get("limits"), &f.path("limits"))?;
     Ok(Some(Written {
         policy: HarnessPolicy {
             permissions,
@@ -139,6 +141,7 @@ pub fn read(
             require,
             read,
             protect,
+            limits,
         },
         preset_keys: PRESET_KEYS.into_iter().filter(|k| f.contains(k)).collect(),
     }))
@@ -236,7 +239,7 @@ pub fn checked(
     };
     let path = KeyPath::default().key("harness");
     if inference.transport == Transport::Process && written_keys.is_empty() {
-        // `env` alone: every process driver reads it.
+        // `env` and `limits` alone: every process driver reads them.
         return Ok(policy);
     }
     let preset = artifacts

@@ -15,6 +15,7 @@ pub mod driver;
 pub mod error;
 pub mod formation;
 pub mod harness;
+pub mod harness_limits;
 pub mod interpolate;
 pub mod keypath;
 pub mod limits;

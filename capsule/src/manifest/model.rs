@@ -342,6 +342,8 @@ pub struct HarnessPolicy {
     /// `protect`: more paths the harness may not change (beside this run's manifests, `mur` and
     /// what decides the user's next command); relative to the work folder or absolute.
     pub protect: Vec<std::path::PathBuf>,
+    /// `limits`: pids, memory and tmp of each attempt (`manifest::harness_limits`).
+    pub limits: crate::manifest::harness_limits::HarnessLimits,
 }
 
 /// One wall of the jail (DESIGN §8), as `harness.require` and the trace's `walls` name it.

@@ -14,6 +14,7 @@ use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout};
 
 use super::containment::{Containment, Mode};
 use super::keeper::{KeeperArgs, Report};
+use super::limits::{self, Reached, Slot};
 use super::ready::{self, Walls};
 use super::tree;
 
@@ -33,6 +34,8 @@ pub struct Spec {
     pub jail: Option<Vec<u16>>,
     /// In namespace mode, the files wall around the program.
     pub files: Option<super::files::FilesWall>,
+    /// The program's bounds (`limits`); its tmp bound applies in namespace mode only.
+    pub limits: Option<super::limits::Limits>,
 }
 
 /// How the contained program ended.
@@ -61,6 +64,12 @@ pub struct Contained {
     namespaces: bool,
     /// A ready keeper's order pipe, until its order is sent (`ready`).
     order: Option<OwnedFd>,
+    /// Why the capsule ended this attempt before it could run as contained (`ways_out`).
+    refused: Option<String>,
+    /// The cgroup the keeper was given with its bounds, read and handed back once it ends.
+    slot: Option<Slot>,
+    /// The limit the program reached, read from its cgroup once it ended.
+    reached: Option<Reached>,
 }
 
 /// A program and its arguments.
@@ -82,6 +91,10 @@ impl Contained {
             jail: spec.jail.clone().filter(|_| namespaces),
             files: spec.files.clone().filter(|_| namespaces),
             hide: containment.hidden.clone(),
+            limits: spec.limits.clone().map(|mut l| {
+                l.tmp = l.tmp.filter(|_| namespaces);
+                l
+            }),
             env: ready::between_tasks(&spec.env),
         };
         if namespaces {
@@ -128,6 +141,11 @@ impl Contained {
         env: &[(String, OsString)],
         program: Option<Program>,
     ) -> std::io::Result<Contained> {
+        let slot = walls.limits.as_ref().map(|_| {
+            static SWEPT: std::sync::Once = std::sync::Once::new();
+            SWEPT.call_once(limits::sweep);
+            Slot::take()
+        });
         let (status_r, status_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
         let jail = match walls.jail {
             Some(_) => Some(nix::sys::socket::socketpair(
@@ -148,6 +166,8 @@ impl Contained {
             net: jail.is_some(),
             forward: walls.jail.clone().unwrap_or_default(),
             jail_fd: jail.as_ref().map(|(_, theirs)| theirs.as_raw_fd()),
+            limits: walls.limits.clone(),
+            cgroup: slot.as_ref().map(|s| s.name().to_owned()),
             files: walls.files.clone(),
             probe: false,
             order_fd: order.as_ref().map(|(theirs, _)| theirs.as_raw_fd()),
@@ -207,6 +227,9 @@ impl Contained {
             jail,
             namespaces,
             order,
+            refused: None,
+            slot,
+            reached: None,
         })
     }
 
@@ -246,33 +269,51 @@ impl Contained {
     pub(super) fn discard(mut self) {
         self.order = None;
         tree::signal_process(self.pid, Signal::SIGTERM);
-        let mut keeper = self;
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            rt.spawn(async move {
-                if tokio::time::timeout(END_WITHIN, keeper.keeper.wait())
-                    .await
-                    .is_err()
-                {
-                    let _ = keeper.keeper.start_kill();
-                    let _ = keeper.keeper.wait().await;
-                }
-            });
+            rt.spawn(self.reaped());
         }
+    }
+
+    /// [`Contained::discard`], waited for: the keeper is reaped and its cgroup removed.
+    pub(super) async fn discard_now(mut self) {
+        self.order = None;
+        tree::signal_process(self.pid, Signal::SIGTERM);
+        self.reaped().await;
+    }
+
+    /// Reaps a keeper told to end (killed if it does not in time), and removes its cgroup.
+    async fn reaped(mut self) {
+        if tokio::time::timeout(END_WITHIN, self.keeper.wait())
+            .await
+            .is_err()
+        {
+            let _ = self.keeper.start_kill();
+            let _ = self.keeper.wait().await;
+        }
+        self.unbound();
     }
 
     /// A jailed program's ways out of its network namespace, as its keeper bound them inside:
     /// each listener with the loopback port it stands for (0: the egress proxy). Empty when the
-    /// program is not jailed, or its keeper failed before handing them over (it says why on
-    /// its status line).
+    /// program is not jailed. When they cannot all be taken (the keeper failed first and says
+    /// why on its status line, or what it sent cannot be read), none is kept: the keeper is
+    /// told to end everything, and the attempt ends as not started (`setup-failed`), never run
+    /// without its ways out.
     pub async fn ways_out(&mut self) -> Vec<(u16, std::net::TcpListener)> {
         let Some(sock) = self.jail.take() else {
             return Vec::new();
         };
-        tokio::task::spawn_blocking(move || super::netns::recv_listeners(&sock))
+        let received = tokio::task::spawn_blocking(move || super::netns::recv_listeners(&sock))
             .await
-            .ok()
-            .and_then(Result::ok)
-            .unwrap_or_default()
+            .unwrap_or_else(|e| Err(format!("receiving the jail's listeners: {e}")));
+        match received {
+            Ok(listeners) => listeners,
+            Err(why) => {
+                tree::signal_process(self.pid, Signal::SIGTERM);
+                self.refused = Some(why);
+                Vec::new()
+            }
+        }
     }
 
     /// Forwards SIGINT to the program's process group.
@@ -323,14 +364,32 @@ impl Contained {
             self.sweep().await;
             self.report().await
         };
-        match report {
-            Some(Report::Exited(c)) => Exit::Exited(c),
-            Some(Report::Signaled(s)) => Exit::Signaled(s),
-            Some(Report::SpawnFailed(why)) => Exit::NotStarted(why),
-            Some(Report::SetupFailed(why)) => {
+        self.unbound();
+        match (report, self.refused.take()) {
+            // The keeper's own reason for failing goes first: it came before the capsule's.
+            (Some(Report::SetupFailed(why)), _) => {
                 Exit::NotStarted(format!("the harness could not be contained: {why}"))
             }
-            None => Exit::Ended,
+            (_, Some(why)) => {
+                Exit::NotStarted(format!("the harness could not be contained: {why}"))
+            }
+            (Some(Report::Exited(c)), None) => Exit::Exited(c),
+            (Some(Report::Signaled(s)), None) => Exit::Signaled(s),
+            (Some(Report::SpawnFailed(why)), None) => Exit::NotStarted(why),
+            (None, None) => Exit::Ended,
+        }
+    }
+
+    /// The limit the program reached, once it ended (`outcome`, `end`): its cgroup counted a
+    /// fork refused or a process killed for memory.
+    pub fn reached(&self) -> Option<Reached> {
+        self.reached
+    }
+
+    /// Once the keeper is gone: what its cgroup counted, and the cgroup handed back.
+    fn unbound(&mut self) {
+        if let Some(slot) = self.slot.take() {
+            self.reached = slot.settle();
         }
     }
 

@@ -180,6 +180,8 @@ fn probe(mur: &Path, hidden: &[PathBuf]) -> Result<(), String> {
         net: true,
         forward: Vec::new(),
         jail_fd: None,
+        limits: None,
+        cgroup: None,
         files: None,
         probe: true,
         order_fd: None,

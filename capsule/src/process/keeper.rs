@@ -156,16 +156,21 @@ pub fn main(args: impl Iterator<Item = OsString>) -> i32 {
         eprintln!("error: mur {SUBCOMMAND}: cannot block signals: {e}");
         return SETUP_FAILED;
     }
+    // First, so the init, the harness and all they start are in the attempt's cgroup.
+    let bounded = super::limits::enter(args.limits.as_ref(), args.cgroup.as_deref());
     if !args.namespaces {
+        bounded.hold_rest(false);
         become_subreaper();
         return supervise(&args, &mut status, Ending::Sweep, None);
     }
     let jail = enter_namespaces(&args.hide, args.net)
+        .map(|()| bounded.hold_rest(true))
         .and_then(|()| super::masks::own_dev())
         .and_then(|()| match &args.files {
             Some(wall) => super::files::raise(wall),
             None => Ok(()),
         })
+        .and_then(|()| super::limits::bound_tmp_of(args.limits.as_ref()))
         .and_then(|()| open_ways_out(&args));
     let proxy = match jail {
         Ok(proxy) => proxy,

@@ -17,6 +17,10 @@ pub struct KeeperArgs {
     pub forward: Vec<u16>,
     /// The unix socket the jail's listeners go to the capsule on (`netns::send_listeners`).
     pub jail_fd: Option<RawFd>,
+    /// The attempt's bounds (`limits`): `--pids N --memory BYTES [--tmp DIR --tmp-bytes BYTES]`.
+    pub limits: Option<super::limits::Limits>,
+    /// The cgroup the capsule named for this keeper (`limits::Slot`).
+    pub cgroup: Option<String>,
     /// The files wall (namespace mode): what stays writable, what of the records is kept.
     pub files: Option<super::files::FilesWall>,
     /// Set up the namespaces, then end without running anything (containment::detect).
@@ -56,6 +60,17 @@ impl KeeperArgs {
         if let Some(fd) = self.jail_fd {
             out.push("--jail-fd".into());
             out.push(fd.to_string().into());
+        }
+        if let Some(limits) = &self.limits {
+            out.extend(["--pids".into(), limits.pids.to_string().into()]);
+            out.extend(["--memory".into(), limits.memory.to_string().into()]);
+            if let Some(tmp) = &limits.tmp {
+                out.extend(["--tmp".into(), tmp.dir.clone().into()]);
+                out.extend(["--tmp-bytes".into(), tmp.bytes.to_string().into()]);
+            }
+        }
+        if let Some(cgroup) = &self.cgroup {
+            out.extend(["--cgroup".into(), cgroup.into()]);
         }
         if let Some(files) = &self.files {
             out.push("--files".into());
@@ -118,6 +133,43 @@ impl KeeperArgs {
                         .push(u16::try_from(port).map_err(|_| "--forward needs a port")?);
                 }
                 Some("--jail-fd") => k.jail_fd = Some(number(args.next(), "--jail-fd")?),
+                Some("--cgroup") => {
+                    let name = args.next().and_then(|n| n.into_string().ok());
+                    k.cgroup = Some(name.ok_or("--cgroup needs a name")?);
+                }
+                Some("--pids") => {
+                    let pids = bytes(args.next(), "--pids")?;
+                    k.limits = Some(super::limits::Limits {
+                        pids,
+                        memory: u64::MAX,
+                        tmp: None,
+                    });
+                }
+                Some(flag @ ("--memory" | "--tmp" | "--tmp-bytes")) => {
+                    let value = args.next();
+                    let limits = k
+                        .limits
+                        .as_mut()
+                        .ok_or(format!("{flag} comes after --pids"))?;
+                    match flag {
+                        "--memory" => limits.memory = bytes(value, flag)?,
+                        "--tmp" => {
+                            let dir = value.ok_or("--tmp needs a folder")?;
+                            limits.tmp = Some(super::limits::Tmp {
+                                dir: dir.into(),
+                                bytes: 0,
+                            });
+                        }
+                        _ => {
+                            let n = bytes(value, flag)?;
+                            limits
+                                .tmp
+                                .as_mut()
+                                .ok_or("--tmp-bytes comes after --tmp")?
+                                .bytes = n;
+                        }
+                    }
+                }
                 Some("--files") => k.files = Some(Default::default()),
                 Some(flag @ ("--records" | "--keep" | "--writable" | "--secret" | "--protect")) => {
                     let dir: PathBuf = args.next().ok_or(format!("{flag} needs a path"))?.into();
@@ -159,6 +211,15 @@ impl KeeperArgs {
     }
 }
 
+/// A count or size argument's value.
+fn bytes(value: Option<OsString>, flag: &str) -> Result<u64, String> {
+    value
+        .as_deref()
+        .and_then(|v| v.to_str())
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| format!("{flag} needs a number"))
+}
+
 /// A number argument's value.
 fn number(value: Option<OsString>, flag: &str) -> Result<i32, String> {
     value
@@ -179,6 +240,15 @@ mod tests {
             net: true,
             forward: vec![52222, 8080],
             jail_fd: Some(9),
+            limits: Some(crate::process::limits::Limits {
+                pids: 256,
+                memory: 1 << 31,
+                tmp: Some(crate::process::limits::Tmp {
+                    dir: "/h/records/w/ses_1/harness-tmp".into(),
+                    bytes: 1 << 30,
+                }),
+            }),
+            cgroup: Some("murmur-41-7".into()),
             files: Some(crate::process::files::FilesWall {
                 records: Some("/h/records".into()),
                 keep: vec!["/h/records/w/ses_1".into()],
@@ -200,6 +270,8 @@ mod tests {
         assert!(back.namespaces && !back.probe && back.net);
         assert_eq!((back.forward, back.jail_fd), (vec![52222, 8080], Some(9)));
         assert_eq!(back.files, k.files);
+        assert_eq!(back.limits, k.limits);
+        assert_eq!(back.cgroup, k.cgroup);
         assert_eq!(back.hide, k.hide);
         assert_eq!((back.status_fd, back.parent), (Some(7), Some(4242)));
         assert_eq!(back.program, k.program);

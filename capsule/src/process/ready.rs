@@ -30,6 +30,8 @@ pub(super) struct Walls {
     pub jail: Option<Vec<u16>>,
     pub files: Option<FilesWall>,
     pub hide: Vec<PathBuf>,
+    /// The attempt's bounds (its cgroup is made with them, its tmp mounted with them).
+    pub limits: Option<super::limits::Limits>,
     /// The environment the keeper itself runs with (`between_tasks`).
     pub env: Vec<(String, OsString)>,
 }
@@ -87,12 +89,15 @@ pub(super) fn prepare_soon(walls: Walls) {
     tokio::spawn(async move { prepare(walls) });
 }
 
-/// Ends the ready keeper, and makes no other: the capsule is ending.
-pub fn close() {
+/// Ends the ready keeper, and makes no other: the capsule is ending. Resolves once it is
+/// reaped and its cgroup removed (bounded: a keeper that does not end is killed).
+pub async fn close() {
     CLOSED.store(true, Ordering::SeqCst);
-    if let Some((_, keeper)) = slot().take() {
-        keeper.discard();
+    let keeper = slot().take();
+    if let Some((_, keeper)) = keeper {
+        keeper.discard_now().await;
     }
+    super::limits::close();
 }
 
 /// What a ready keeper is sent when its task arrives.

@@ -20,6 +20,7 @@ use crate::egress::{Exits, Grant};
 use crate::harness;
 use crate::ids::{MessageId, TaskId, WorkId};
 use crate::inference::ToolSpec;
+use crate::manifest::harness_limits::HarnessLimits;
 use crate::process::{Contained, Containment, Exit, Spec};
 use crate::provenance::{Origin, Trust};
 use crate::session::Session;
@@ -236,6 +237,13 @@ async fn start(
         env,
         jail: Some(grant.ports()),
         files: Some(files),
+        // The defaults of `harness.limits`, but the tmp bound: a command's tmp is the one the
+        // model's next command reads, so it is not emptied per command.
+        limits: Some(crate::process::limits::Limits {
+            pids: HarnessLimits::default().pids,
+            memory: HarnessLimits::default().memory,
+            tmp: None,
+        }),
     };
     let mut contained = Contained::spawn(&shell.containment, spec)?;
     // The command's stdin is closed: nobody types into it.

@@ -754,7 +754,7 @@ fn e005_the_harness_block_and_what_it_applies_to() {
         ErrorCode::UnknownKey,
         "harness.sandbox",
         "error[E-MAN-003]: worker/murmur.yaml: harness.sandbox is not a manifest key\n  hint: \
-         the keys of harness are permissions, allow_commands, state, env, require",
+         the keys of harness are permissions, allow_commands, state, env, require, read, protect, limits",
     );
     refused(
         &format!("{own}harness: {{ require: [network, walls] }}\n"),
