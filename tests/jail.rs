@@ -183,8 +183,43 @@ fn row_home(who: Who) -> Home {
         std::fs::copy(fixture(), home.root.join("bin/fixture.py")).unwrap();
         home.bin = bin;
         home.user = Some(unprivileged_user());
+        home.cgroups = delegated_cgroups(home.user.unwrap());
     }
     home
+}
+
+/// A `pids` and a `memory` cgroup of the user's own below the test's (cgroup v1, as this kind
+/// of machine has; where a hierarchy is missing or not writable there is none), as systemd
+/// delegates one to a user's session: what an ordinary user needs for murmur to bound its
+/// attempts with cgroups rather than rlimits.
+fn delegated_cgroups((uid, gid): (u32, u32)) -> Vec<PathBuf> {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    let mut made = Vec::new();
+    for line in own.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (_, controllers, path) = (parts.next(), parts.next(), parts.next());
+        let (Some(controller @ ("pids" | "memory")), Some(path)) = (controllers, path) else {
+            continue;
+        };
+        let dir = PathBuf::from(format!(
+            "/sys/fs/cgroup/{controller}{}/murmur-jail-{}-{}",
+            path.trim_end_matches('/'),
+            std::process::id(),
+            N.fetch_add(1, Ordering::SeqCst)
+        ));
+        if std::fs::create_dir(&dir).is_err() {
+            continue;
+        }
+        let chowned = std::process::Command::new("chown")
+            .args(["-R", &format!("{uid}:{gid}")])
+            .arg(&dir)
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(chowned, "chown of {}", dir.display());
+        made.push(dir);
+    }
+    made
 }
 
 /// Hands the row's folders to its user (after the row has written what it plants).
@@ -1154,30 +1189,56 @@ fn the_default_home_is_this_sessions_own() {
 
 // ---- bounds ----
 
-/// Starts `mur run --manifest M` with `env` (and namespace mode) as some user, and answers the
-/// launch and its members (none for a lone capsule). The rows below take one, so the same row
-/// can run as the user the tests run as and as an unprivileged one.
-type Launcher = fn(&Home, &std::path::Path, &[(&str, String)]) -> (Launch, Vec<Member>);
-
-/// [`Launcher`] as the user running the tests.
-fn as_invoker(
+/// `mur run --manifest M` in namespace mode as the row's user (a formation or a lone capsule):
+/// for an unprivileged one, the fixture path in every manifest under the home is its own copy,
+/// and its folders are its own. Answers the launch and its members.
+fn launch_as(
     home: &Home,
     manifest: &std::path::Path,
     env: &[(&str, String)],
 ) -> (Launch, Vec<Member>) {
-    let mut env = env.to_vec();
-    env.push(("MURMUR_CONTAINMENT", "namespaces".to_owned()));
+    if home.user.is_some() {
+        rewrite_fixture_paths(home, &home.root);
+    }
     let state = home.root.join("fixture-state");
     std::fs::create_dir_all(&state).unwrap();
+    hand_over(home);
+    let mut env = env.to_vec();
+    env.push(("MURMUR_CONTAINMENT", "namespaces".to_owned()));
     env.push(("MURMUR_HARNESS_WRITABLE", state.display().to_string()));
+    env.push(("HOME", home.root.join("userhome").display().to_string()));
+    if home.user.is_some() {
+        env.push(("PATH", "/usr/local/bin:/usr/bin:/bin".into()));
+    }
     Launch::start_formation_env(home, manifest, &[], &env)
+}
+
+/// Points every manifest below `dir` at the user's own copy of the fixture.
+fn rewrite_fixture_paths(home: &Home, dir: &std::path::Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            rewrite_fixture_paths(home, &path);
+        } else if path.extension().is_some_and(|e| e == "yaml") {
+            let text = std::fs::read_to_string(&path).unwrap();
+            let own = home.root.join("bin/fixture.py");
+            std::fs::write(
+                &path,
+                text.replace(&fixture().display().to_string(), &own.display().to_string()),
+            )
+            .unwrap();
+        }
+    }
 }
 
 /// A lead with 40 callees: 83 listeners cross from its keeper (the proxy, and an IPv4 and an
 /// IPv6 one for its door and each callee), far more than one message carried; its harness
 /// reaches its door, its first and its last callee through them.
-fn forty_callees_all_reachable(launch: Launcher) {
-    let home = Home::new();
+fn forty_callees_all_reachable(who: Who) {
+    let home = row_home(who);
     home.write(
         "f/worker/murmur.yaml",
         &Fixture {
@@ -1208,7 +1269,7 @@ fn forty_callees_all_reachable(launch: Launcher) {
             "formation:\n  name: wide\n  version: \"0.1.0\"\n  entry: lead\n  members:\n{members}"
         ),
     );
-    let (_run, members) = launch(&home, &manifest, &[]);
+    let (_run, members) = launch_as(&home, &manifest, &[]);
     assert_eq!(members.len(), 41);
     let lead = members.iter().find(|m| m.name == "lead").unwrap();
     let operator = home.operator_token(&lead.session);
@@ -1233,10 +1294,7 @@ fn forty_callees_all_reachable(launch: Launcher) {
     );
 }
 
-#[test]
-fn a_lead_with_forty_callees_reaches_its_door_and_its_callees() {
-    forty_callees_all_reachable(as_invoker);
-}
+as_root_and_as_a_user!(forty_callees_all_reachable);
 
 /// The capsule process below a launch.
 fn capsule_of(run: &Launch) -> u32 {
@@ -1256,10 +1314,10 @@ fn open_descriptors(pid: u32) -> usize {
 /// sending half a `CONNECT` head, and holds them. The capsule accepts no more than the attempt's cap (256 on a 20,000-descriptor
 /// limit), its door answers a GetTask within 1 s meanwhile, and the first connection, held
 /// past the head deadline, is answered `408`.
-fn a_proxy_flood_leaves_the_door_answering(launch: Launcher) {
-    let home = Home::new();
+fn a_proxy_flood_leaves_the_door_answering(who: Who) {
+    let home = row_home(who);
     let manifest = home.write("murmur.yaml", &Fixture::default().yaml());
-    let (run, _) = launch(&home, &manifest, &[]);
+    let (run, _) = launch_as(&home, &manifest, &[]);
     let flooded = home.root.join("fixture-state/flooded");
     let flood = home.write(
         "flood.py",
@@ -1324,10 +1382,7 @@ print(answer, round(time.time() - started))
     assert!((10..=20).contains(&after), "answered after {after} s");
 }
 
-#[test]
-fn a_proxy_flood_leaves_the_door_answering_within_a_second() {
-    a_proxy_flood_leaves_the_door_answering(as_invoker);
-}
+as_root_and_as_a_user!(a_proxy_flood_leaves_the_door_answering);
 
 /// The cgroups of the capsule `capsule`'s keepers (`murmur-<capsule>-<n>`), in every hierarchy
 /// this machine has.
@@ -1379,8 +1434,8 @@ fn cgroup_procs(dir: &std::path::Path) -> Vec<u32> {
 /// `status`, the door still answers, nothing of the attempt is left in /proc or in its cgroup
 /// (the next attempt's keeper, waiting ready, has one of its own), and no cgroup is left once
 /// the capsule ends.
-fn a_bomb_is_stopped_by_its_limit(launch: Launcher, limits: &str, bomb: &str, status: &str) {
-    let home = Home::new();
+fn a_bomb_is_stopped_by_its_limit(who: Who, limits: &str, bomb: &str, status: &str) {
+    let home = row_home(who);
     let manifest = home.write(
         "murmur.yaml",
         &format!(
@@ -1388,7 +1443,7 @@ fn a_bomb_is_stopped_by_its_limit(launch: Launcher, limits: &str, bomb: &str, st
             Fixture::default().yaml()
         ),
     );
-    let (run, _) = launch(&home, &manifest, &[]);
+    let (run, _) = launch_as(&home, &manifest, &[]);
     let task = run.start_task(&format!("@run {bomb}"));
     let done = run.wait_task(&task, Duration::from_secs(60), |s| {
         s == "TASK_STATE_FAILED" || s == "TASK_STATE_COMPLETED"
@@ -1442,30 +1497,30 @@ fn a_bomb_is_stopped_by_its_limit(launch: Launcher, limits: &str, bomb: &str, st
     );
 }
 
-#[test]
-fn a_fork_bomb_is_stopped_by_its_pids_limit() {
+fn a_fork_bomb_is_stopped_by_its_pids_limit(who: Who) {
     a_bomb_is_stopped_by_its_limit(
-        as_invoker,
+        who,
         "{ pids: 64 }",
         "timeout 5 bash -c ':(){ :|:& };:' >/dev/null 2>&1; echo bombed",
         "the harness reached its pids limit (harness.limits.pids: 64)",
     );
 }
+as_root_and_as_a_user!(a_fork_bomb_is_stopped_by_its_pids_limit);
 
-#[test]
-fn a_memory_bomb_is_stopped_by_its_memory_limit() {
+fn a_memory_bomb_is_stopped_by_its_memory_limit(who: Who) {
     a_bomb_is_stopped_by_its_limit(
-        as_invoker,
+        who,
         "{ memory: \"128MiB\" }",
         "python3 -c 'b = [bytearray(1 << 20) for _ in range(1024)]'; echo bombed",
         "the harness reached its memory limit (harness.limits.memory: \"128MiB\")",
     );
 }
+as_root_and_as_a_user!(a_memory_bomb_is_stopped_by_its_memory_limit);
 
 /// The harness, root here, tries to lift its own pids limit and to leave its cgroup for the
 /// capsule's: /sys/fs/cgroup is read-only in its mount namespace, so it can do neither.
-fn the_harness_cannot_lift_its_limits(launch: Launcher) {
-    let home = Home::new();
+fn the_harness_cannot_lift_its_limits(who: Who) {
+    let home = row_home(who);
     let manifest = home.write(
         "murmur.yaml",
         &format!(
@@ -1473,7 +1528,7 @@ fn the_harness_cannot_lift_its_limits(launch: Launcher) {
             Fixture::default().yaml()
         ),
     );
-    let (run, _) = launch(&home, &manifest, &[]);
+    let (run, _) = launch_as(&home, &manifest, &[]);
     let done = run.send(
         "@run own=$(grep -E '^[0-9]+:pids:' /proc/self/cgroup | cut -d: -f3); \
          echo max > /sys/fs/cgroup/pids$own/pids.max; echo lift=$?; \
@@ -1495,15 +1550,12 @@ fn the_harness_cannot_lift_its_limits(launch: Launcher) {
     );
 }
 
-#[test]
-fn the_harness_cannot_lift_its_limits_or_leave_its_cgroup() {
-    the_harness_cannot_lift_its_limits(as_invoker);
-}
+as_root_and_as_a_user!(the_harness_cannot_lift_its_limits);
 
 /// The private tmp holds what `harness.limits.tmp` says and no more: a write past it fails
 /// with ENOSPC, and the next attempt's tmp starts empty.
-fn the_private_tmp_is_bounded(launch: Launcher) {
-    let home = Home::new();
+fn the_private_tmp_is_bounded(who: Who) {
+    let home = row_home(who);
     let manifest = home.write(
         "murmur.yaml",
         &format!(
@@ -1511,7 +1563,7 @@ fn the_private_tmp_is_bounded(launch: Launcher) {
             Fixture::default().yaml()
         ),
     );
-    let (run, _) = launch(&home, &manifest, &[]);
+    let (run, _) = launch_as(&home, &manifest, &[]);
     let done = run.send(
         "@run head -c 2097152 /dev/zero > \"$TMPDIR/big\"; echo wrote=$?; \
          stat -c %s \"$TMPDIR/big\"",
@@ -1536,7 +1588,4 @@ fn the_private_tmp_is_bounded(launch: Launcher) {
     assert_eq!(said["out"], "listed\n", "{said}");
 }
 
-#[test]
-fn the_private_tmp_holds_no_more_than_its_limit() {
-    the_private_tmp_is_bounded(as_invoker);
-}
+as_root_and_as_a_user!(the_private_tmp_is_bounded);

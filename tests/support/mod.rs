@@ -120,6 +120,9 @@ pub struct Home {
     /// Give `mur` this terminal (a pty's other end) as its controlling terminal, as a user's
     /// shell would.
     pub tty: Option<i32>,
+    /// Cgroups `mur` joins before it runs (a delegated one, as systemd gives a user's
+    /// session); removed when the home is dropped.
+    pub cgroups: Vec<PathBuf>,
 }
 
 impl Home {
@@ -138,6 +141,7 @@ impl Home {
             bin: PathBuf::from(mur_bin()),
             user: None,
             tty: None,
+            cgroups: Vec::new(),
         }
     }
 
@@ -189,6 +193,30 @@ impl Home {
                 cmd.pre_exec(move || {
                     if libc::setsid() < 0 || libc::ioctl(tty, libc::TIOCSCTTY, 0) < 0 {
                         return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
+        if !self.cgroups.is_empty() {
+            use std::os::unix::ffi::OsStrExt;
+            use std::os::unix::process::CommandExt;
+            let procs: Vec<std::ffi::CString> = self
+                .cgroups
+                .iter()
+                .map(|d| std::ffi::CString::new(d.join("cgroup.procs").as_os_str().as_bytes()))
+                .collect::<Result<_, _>>()
+                .unwrap();
+            // SAFETY: open, write and close between fork and exec, on paths made before it;
+            // after the uid change, so the move is the user's own (as a delegated cgroup's is).
+            unsafe {
+                cmd.pre_exec(move || {
+                    for path in &procs {
+                        let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                        if fd < 0 || libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                            return Err(std::io::Error::last_os_error());
+                        }
+                        libc::close(fd);
                     }
                     Ok(())
                 });
@@ -257,6 +285,13 @@ impl Home {
 impl Drop for Home {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.root);
+        for dir in &self.cgroups {
+            // Empty once every process of the test is gone (the capsule removes its own
+            // cgroups inside it as it ends).
+            wait_until(Duration::from_secs(10), || {
+                std::fs::remove_dir(dir).is_ok() || !dir.exists()
+            });
+        }
     }
 }
 
