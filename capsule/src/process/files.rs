@@ -129,8 +129,9 @@ pub fn raise(wall: &FilesWall) -> Result<(), String> {
         }
         cover(records, "mode=0700,size=64k", &held)?;
     }
+    // Hidden as runc masks: a folder under an empty read-only tmpfs, a file under /dev/null.
     for secret in &wall.secrets {
-        hide_secret(secret)?;
+        super::masks::mask(secret)?;
     }
     for dir in &wall.writable {
         mount(
@@ -160,32 +161,6 @@ pub fn raise(wall: &FilesWall) -> Result<(), String> {
     // The working folder was entered before the binds: entered again, it is the writable bind
     // on top, not the read-only mount beneath it.
     std::env::set_current_dir(&cwd).map_err(|e| format!("entering {}: {e}", cwd.display()))
-}
-
-/// Hides one of the user's secrets where it exists: a folder under an empty read-only tmpfs,
-/// anything else under `/dev/null`. One that is there and cannot be hidden refuses the attempt.
-fn hide_secret(path: &Path) -> Result<(), String> {
-    let Ok(meta) = std::fs::metadata(path) else {
-        return Ok(());
-    };
-    let hidden = if meta.is_dir() {
-        mount(
-            Some("tmpfs"),
-            path,
-            Some("tmpfs"),
-            MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
-            Some("mode=0500,size=4k"),
-        )
-    } else {
-        mount(
-            Some("/dev/null"),
-            path,
-            None::<&str>,
-            MsFlags::MS_BIND,
-            None::<&str>,
-        )
-    };
-    hidden.map_err(|e| format!("hiding {}: {e}", path.display()))
 }
 
 /// Makes `path` (a file or folder inside a writable folder) read-only in place: bound onto

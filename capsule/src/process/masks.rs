@@ -138,8 +138,11 @@ pub fn guard_proc_for_root() -> Result<(), String> {
     Ok(())
 }
 
-fn mask(path: &Path) -> Result<(), String> {
-    let Ok(meta) = std::fs::symlink_metadata(path) else {
+/// Masks `path` where it exists: a folder under an empty read-only tmpfs, anything else under
+/// `/dev/null`. One that is there and cannot be masked refuses the attempt. Also hides the
+/// user's secrets (`files`).
+pub(super) fn mask(path: &Path) -> Result<(), String> {
+    let Ok(meta) = std::fs::metadata(path) else {
         return Ok(());
     };
     let masked = if meta.is_dir() {
