@@ -141,11 +141,35 @@ mod tests {
     use super::*;
     use std::io::Write;
 
-    fn temp(name: &str) -> PathBuf {
+    /// `trace.jsonl` in a folder of the test's own, removed when dropped.
+    struct Temp(PathBuf);
+
+    impl std::ops::Deref for Temp {
+        type Target = Path;
+        fn deref(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl AsRef<Path> for Temp {
+        fn as_ref(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for Temp {
+        fn drop(&mut self) {
+            if let Some(dir) = self.0.parent() {
+                let _ = std::fs::remove_dir_all(dir);
+            }
+        }
+    }
+
+    fn temp(name: &str) -> Temp {
         let dir = std::env::temp_dir().join(format!("murmur-follow-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        dir.join("trace.jsonl")
+        Temp(dir.join("trace.jsonl"))
     }
 
     #[test]
@@ -207,6 +231,6 @@ mod tests {
         folders.add(path.parent().unwrap()).unwrap();
         std::fs::write(&path, "{}\n").unwrap();
         let told = rx.recv_timeout(std::time::Duration::from_secs(10)).unwrap();
-        assert_eq!(told, path);
+        assert_eq!(told, path.0);
     }
 }

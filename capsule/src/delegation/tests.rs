@@ -44,8 +44,21 @@ EXTRA";
 
 const OPERATOR: &str = "mur_operator_token";
 
-/// A folder of its own holding `worker.yaml` and `other.yaml`, and the parent's manifest.
-fn manifests(parent_extra: &str) -> PathBuf {
+/// A folder of its own holding `worker.yaml`, `other.yaml` and the parent's `lead.yaml`,
+/// removed when dropped.
+struct Manifests {
+    lead: PathBuf,
+}
+
+impl Drop for Manifests {
+    fn drop(&mut self) {
+        if let Some(dir) = self.lead.parent() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+fn manifests(parent_extra: &str) -> Manifests {
     let dir = std::env::temp_dir().join(format!("murmur-deleg-{}", TaskId::mint()));
     std::fs::create_dir_all(&dir).unwrap();
     for name in ["worker", "other"] {
@@ -58,9 +71,9 @@ fn manifests(parent_extra: &str) -> PathBuf {
             "capabilities: {{ delegate: {{ allow: [worker.yaml, other.yaml] }} }}\n{parent_extra}"
         ),
     );
-    let path = dir.join("lead.yaml");
-    std::fs::write(&path, text).unwrap();
-    path
+    let lead = dir.join("lead.yaml");
+    std::fs::write(&lead, text).unwrap();
+    Manifests { lead }
 }
 
 fn session_at(manifest: &std::path::Path, sink: &Shared) -> Session {
@@ -155,6 +168,7 @@ struct Parent {
     token: String,
     seen: Seen,
     sink: Shared,
+    _manifests: Manifests,
 }
 
 /// A parent capsule (`lead`) serving its door, linked to a fake supervisor, with one running
@@ -165,9 +179,9 @@ async fn parent(extra: &str, end_after: Duration) -> Parent {
     let seen = fake_supervisor(theirs, end_after);
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
-    let session = Arc::new(
-        session_served(&manifests(extra), &sink, port).delegating(Some(Supervisor::new(ours))),
-    );
+    let files = manifests(extra);
+    let session =
+        Arc::new(session_served(&files.lead, &sink, port).delegating(Some(Supervisor::new(ours))));
     let table = session.manifest.network.authentication.as_ref().map(|_| {
         let digest = TokenDigest {
             credential: "operator".into(),
@@ -198,6 +212,7 @@ async fn parent(extra: &str, end_after: Duration) -> Parent {
         token,
         seen,
         sink,
+        _manifests: files,
     }
 }
 
@@ -302,8 +317,8 @@ impl Parent {
 
 /// A child session completing to `target`, tracing into `sink`.
 fn child(target: CompletionTarget, sink: &Shared) -> Session {
-    let path = manifests("");
-    session_at(&path.with_file_name("worker.yaml"), sink).completing_to(Some(target))
+    let files = manifests("");
+    session_at(&files.lead.with_file_name("worker.yaml"), sink).completing_to(Some(target))
 }
 
 fn completion_headers<'a>(session: &'a str, delegation: &'a str) -> Vec<(&'a str, &'a str)> {
@@ -467,7 +482,8 @@ async fn the_helper_names_the_capsules_it_may_delegate_to() {
     let sink = Shared::default();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
-    let lone = Arc::new(session_served(&manifests(""), &sink, port));
+    let files = manifests("");
+    let lone = Arc::new(session_served(&files.lead, &sink, port));
     tokio::spawn(Arc::new(Door::new(lone.clone(), None)).serve(listener));
     let task = TaskId::mint();
     let token = lone.mint_task_token(&task);
