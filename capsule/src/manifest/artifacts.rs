@@ -7,7 +7,7 @@ use crate::manifest::builtin::Builtin;
 use crate::manifest::error::{ErrorCode, ManifestError};
 use crate::manifest::keypath::KeyPath;
 use crate::manifest::model::{
-    Artifact, Gateway, InputDialect, Interrupt, OutputDialect, ProcessDriver, PromptMode,
+    Artifact, Gateway, InputDialect, Interrupt, ModelApi, OutputDialect, ProcessDriver, PromptMode,
 };
 use crate::manifest::paths;
 use crate::manifest::reader::Reader;
@@ -130,6 +130,10 @@ fn one(r: &Reader, value: &Value, path: &KeyPath, dir: &Path) -> Result<Artifact
             if gateway.is_none() {
                 return Err(r.missing(&f.path("gateway"), gateway_hint(b)));
             }
+            if gateway.as_ref().is_some_and(|g| g.api.is_some()) {
+                let why = format!("{name} is an http driver, which speaks its provider's API");
+                return Err(refuse("gateway", why, "remove gateway.api"));
+            }
             None
         }
         Some(b) => {
@@ -139,18 +143,22 @@ fn one(r: &Reader, value: &Value, path: &KeyPath, dir: &Path) -> Result<Artifact
                 let why = format!("{name} is a preset that carries its own process definition");
                 return Err(refuse("process", why, hint));
             }
-            if gateway.is_some() {
-                let why = format!("{name} is a process driver");
-                return Err(refuse("gateway", why, hint));
+            if gateway.as_ref().is_some_and(|g| g.api.is_some()) {
+                let why = format!("{name} is a preset that knows the API its CLI speaks");
+                return Err(refuse("gateway", why, "remove gateway.api"));
             }
             b.preset()
         }
         None => {
-            if gateway.is_some() && declared_process.is_some() {
-                let why = "an artifact is either an http driver (gateway) or a process driver \
-                           (process)"
-                    .to_string();
-                return Err(refuse("gateway", why, "keep one of gateway and process"));
+            if let (Some(g), Some(_)) = (&gateway, &declared_process) {
+                if g.api.is_none() {
+                    let at = f.path("gateway").key("api");
+                    return Err(r.missing(
+                        &at,
+                        "add api: anthropic, openai-responses or openai-chat: the API the \
+                         process's CLI speaks, which the capsule's model gateway forwards",
+                    ));
+                }
             }
             declared_process
         }
@@ -175,7 +183,7 @@ fn gateway_hint(builtin: Builtin) -> String {
 }
 
 fn gateway(r: &Reader, value: &Value, path: &KeyPath) -> Result<Gateway, ManifestError> {
-    let f = r.mapping(Some(value), path, &["endpoint", "api_key"])?;
+    let f = r.mapping(Some(value), path, &["endpoint", "api_key", "api"])?;
     let endpoint_path = f.path("endpoint");
     let hint = "write endpoint: https://api.anthropic.com (or http://localhost:PORT/v1)";
     let endpoint = match f.get("endpoint") {
@@ -190,7 +198,19 @@ fn gateway(r: &Reader, value: &Value, path: &KeyPath) -> Result<Gateway, Manifes
         Some(v) => Some(r.string(v, &f.path("api_key"))?),
         None => None,
     };
-    Ok(Gateway { endpoint, api_key })
+    let api = match f.get("api") {
+        Some(v) => {
+            let names: Vec<&str> = ModelApi::NAMES.iter().map(|(n, _)| *n).collect();
+            let index = r.choice(v, &f.path("api"), &names)?;
+            Some(ModelApi::NAMES[index].1)
+        }
+        None => None,
+    };
+    Ok(Gateway {
+        endpoint,
+        api_key,
+        api,
+    })
 }
 
 fn process(

@@ -31,6 +31,9 @@ pub struct Formation {
     pub members: Vec<Member>,
     /// `formation.on_member_failure`: what the launch does when a member dies unexpectedly.
     pub on_member_failure: OnMemberFailure,
+    /// The top-level `spend:` beside `formation:`: ceilings on every member and sub-capsule
+    /// together, and prices they all use.
+    pub spend: Box<super::SpendPolicy>,
 }
 
 /// `formation.on_member_failure`.
@@ -136,7 +139,7 @@ pub fn read(
     let dir = path
         .parent()
         .map_or_else(|| PathBuf::from("/"), Path::to_path_buf);
-    let top = r.mapping(Some(root), &KeyPath::default(), &["formation"])?;
+    let top = r.mapping(Some(root), &KeyPath::default(), &["formation", "spend"])?;
     let fpath = top.path("formation");
     let keys = ["name", "version", "entry", "members", "on_member_failure"];
     let f = r.mapping(top.get("formation"), &fpath, &keys)?;
@@ -255,6 +258,12 @@ pub fn read(
         },
         None => OnMemberFailure::default(),
     };
+    let spend = Box::new(super::spend::read(
+        r,
+        top.get("spend"),
+        &top.path("spend"),
+        None,
+    )?);
     Ok(Formation {
         path,
         dir,
@@ -263,6 +272,7 @@ pub fn read(
         entry,
         members,
         on_member_failure,
+        spend,
     })
 }
 

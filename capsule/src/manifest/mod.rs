@@ -25,6 +25,7 @@ pub mod model;
 pub mod network;
 pub mod paths;
 pub mod reader;
+pub mod spend;
 pub mod suggest;
 pub mod validate;
 
@@ -37,7 +38,8 @@ pub use formation::{Formation, Member, OnMemberFailure, Restart, RestartPolicy};
 pub use load::{load, load_document, load_str, Document};
 pub use model::{
     AfterTask, Artifact, Authentication, Capabilities, ContextLimits, Exports, Gateway,
-    HarnessPolicy, Inference, InputDialect, Interrupt, Lifecycle, Manifest, Network, OutputDialect,
-    Permissions, ProcessDriver, PromptMode, StateHome, TaskAcceptance, Transport, Wall,
-    CONTROL_REQUEST_BOUND,
+    HarnessPolicy, Inference, InputDialect, Interrupt, Lifecycle, Manifest, ModelApi, Network,
+    OutputDialect, Permissions, ProcessDriver, PromptMode, StateHome, TaskAcceptance, Transport,
+    Wall, CONTROL_REQUEST_BOUND,
 };
+pub use spend::{Price, SpendPolicy, Usd};

@@ -33,6 +33,8 @@ pub struct Manifest {
     pub context: ContextLimits,
     /// `harness`: what a CLI preset may do (the defaults when absent).
     pub harness: HarnessPolicy,
+    /// `spend`: the ceilings on the session's and its tasks' model calls, and their prices.
+    pub spend: super::SpendPolicy,
 }
 
 impl Manifest {
@@ -90,6 +92,30 @@ pub struct Gateway {
     pub endpoint: String,
     /// `api_key`, usually `${…}`; `None` for endpoints that need none (e.g. a local server).
     pub api_key: Option<String>,
+    /// `api`: the wire format a process driver's CLI speaks (a preset knows its own; an http
+    /// driver's is its built-in's).
+    pub api: Option<ModelApi>,
+}
+
+/// The provider APIs the model gateway forwards (`gateway.api`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ModelApi {
+    /// Anthropic's Messages API (`/v1/messages`).
+    Anthropic,
+    /// OpenAI's Responses API (`/responses`), Codex's.
+    OpenaiResponses,
+    /// OpenAI's Chat Completions (`/chat/completions`), and every compatible server.
+    OpenaiChat,
+}
+
+impl ModelApi {
+    /// The manifest's spelling, in one table.
+    pub const NAMES: [(&'static str, ModelApi); 3] = [
+        ("anthropic", ModelApi::Anthropic),
+        ("openai-responses", ModelApi::OpenaiResponses),
+        ("openai-chat", ModelApi::OpenaiChat),
+    ];
 }
 
 impl std::fmt::Debug for Gateway {
@@ -97,6 +123,7 @@ impl std::fmt::Debug for Gateway {
         f.debug_struct("Gateway")
             .field("endpoint", &self.endpoint)
             .field("api_key", &self.api_key.as_ref().map(|_| "[redacted]"))
+            .field("api", &self.api)
             .finish()
     }
 }

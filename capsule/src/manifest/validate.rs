@@ -15,11 +15,12 @@ use crate::manifest::model::{
 use crate::manifest::network;
 use crate::manifest::paths;
 use crate::manifest::reader::Reader;
+use crate::manifest::spend;
 use serde_yaml::Value;
 use std::path::{Path, PathBuf};
 
 /// The top-level keys of a capsule manifest.
-pub const TOP_KEYS: [&str; 10] = [
+pub const TOP_KEYS: [&str; 11] = [
     "name",
     "version",
     "artifacts",
@@ -30,6 +31,7 @@ pub const TOP_KEYS: [&str; 10] = [
     "capabilities",
     "context",
     "harness",
+    "spend",
 ];
 
 /// The most tasks `lifecycle.queue_depth` may keep waiting behind the running one. The queue is
@@ -69,6 +71,12 @@ pub fn manifest(r: &Reader, root: &Value, path: PathBuf) -> Result<Manifest, Man
     let inference = driver::resolve(r, draft, &artifacts, &lifecycle)?;
     let harness = harness::checked(r, harness, &inference, &artifacts)?;
     shell_fits(r, &capabilities, &inference, &f.path("capabilities"))?;
+    let spend = spend::read(
+        r,
+        f.get("spend"),
+        &f.path("spend"),
+        inference.model.as_deref(),
+    )?;
     Ok(Manifest {
         path,
         dir,
@@ -82,6 +90,7 @@ pub fn manifest(r: &Reader, root: &Value, path: PathBuf) -> Result<Manifest, Man
         capabilities,
         context,
         harness,
+        spend,
     })
 }
 

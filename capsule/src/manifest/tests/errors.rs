@@ -116,7 +116,7 @@ fn e003_unknown_keys_everywhere() {
         "colour",
         "error[E-MAN-003]: worker/murmur.yaml: colour is not a manifest key\n  hint: the top-level \
          keys are name, version, artifacts, network, inference, lifecycle, exports, capabilities, \
-         context, harness",
+         context, harness, spend",
     );
     let text = MINIMAL.replace("runtime: driver", "runtime: driver\n    endpont: x");
     let err = refused(

@@ -352,7 +352,7 @@ fn formation_keys_are_checked() {
         ErrorCode::UnknownKey,
         "name",
         "error[E-MAN-003]: {file}: name is not a formation key\n  hint: the top-level keys are \
-         formation",
+         formation, spend",
     );
     refused(
         "empty",
