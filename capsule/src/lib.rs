@@ -11,6 +11,7 @@ pub mod delegation;
 pub mod door;
 pub mod egress;
 pub mod errands;
+pub mod gateway;
 pub mod harness;
 pub mod ids;
 pub mod inference;

@@ -67,6 +67,11 @@ pub struct Session {
     pub completion: Option<CompletionTarget>,
     /// This run's manifests beyond the capsule's own, which no harness may change.
     pub run_files: Vec<PathBuf>,
+    /// What the session's model calls have used, against every ceiling it is under.
+    pub spend: Arc<crate::gateway::Spend>,
+    /// The model gateway its harnesses call their provider through; `None` for an http
+    /// capsule (its loop calls the provider itself) or a CLI left to its own way out.
+    pub gateway: Option<Arc<crate::gateway::Gateway>>,
 }
 
 fn digest(token: &str) -> [u8; 32] {
@@ -111,7 +116,20 @@ impl Session {
             delegations: Awaited::default(),
             completion: None,
             run_files: Vec::new(),
+            spend: Arc::new(crate::gateway::Spend::none()),
+            gateway: None,
         }
+    }
+
+    /// The session's spend scopes, and the gateway its harnesses reach their provider through.
+    pub fn spending(
+        mut self,
+        spend: crate::gateway::Spend,
+        gateway: Option<Arc<crate::gateway::Gateway>>,
+    ) -> Session {
+        self.spend = Arc::new(spend);
+        self.gateway = gateway;
+        self
     }
 
     /// The files this run was launched from (a formation's file, its members' manifests):

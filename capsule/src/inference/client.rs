@@ -180,6 +180,33 @@ impl Endpoint {
         })
     }
 
+    /// Sends `req` (its path already the full path, its headers the caller's) to the endpoint
+    /// as it is, with the Host header set: the model gateway's way through. Answers the
+    /// provider's answer, whatever its status, and the guard of its connection.
+    pub async fn forward(
+        &self,
+        mut req: hyper::Request<Full<Bytes>>,
+    ) -> Result<(hyper::Response<Incoming>, Connection), Failure> {
+        let (mut sender, connection) = self.connect().await?;
+        let connection = Connection(connection);
+        let authority = match (self.tls, self.port) {
+            (true, 443) | (false, 80) => self.url_host(),
+            _ => self.shown(),
+        };
+        let host = hyper::header::HeaderValue::from_str(&authority)
+            .map_err(|e| Failure::Malformed(format!("the endpoint's host cannot be sent: {e}")))?;
+        req.headers_mut().insert(hyper::header::HOST, host);
+        let answer = sender.send_request(req).await.map_err(|e| {
+            Failure::Connect(format!("the connection failed before an answer: {e}"))
+        })?;
+        Ok((answer, connection))
+    }
+
+    /// The path every request's path is prefixed with (`/v1`, or empty).
+    pub fn base_path(&self) -> &str {
+        &self.base
+    }
+
     async fn connect(
         &self,
     ) -> Result<
@@ -286,7 +313,7 @@ async fn error_detail(body: Incoming) -> String {
 }
 
 /// Aborts the task driving the connection when dropped: the socket closes with it.
-struct Connection(JoinHandle<()>);
+pub struct Connection(JoinHandle<()>);
 
 impl Drop for Connection {
     fn drop(&mut self) {

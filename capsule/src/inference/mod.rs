@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde_json::Value;
 
-pub use client::{Endpoint, EndpointError};
+pub use client::{Connection, Endpoint, EndpointError};
 pub use error::{CallError, Failure};
 pub use retry::{Backoff, MAX_ATTEMPTS};
 

@@ -13,8 +13,8 @@ mod event;
 mod writer;
 
 pub use event::{
-    Backgrounded, CallStatus, DelegationState, EndStatus, ExitCause, InterruptSent, Interrupted,
-    Origin, Ran, RequestedBy, SessionMode, Tool, TraceEvent, Trust,
+    Backgrounded, CallStatus, DelegationState, EndStatus, ExitCause, GatewayCall, InterruptSent,
+    Interrupted, Origin, Ran, RequestedBy, SessionMode, Tool, TraceEvent, Trust,
 };
 
 use std::fs::File;

@@ -97,6 +97,19 @@ pub enum TraceEvent {
         /// The tools the model asked for, by name, in order.
         tool_calls: Vec<String>,
         latency_ms: u64,
+        /// A call through the model gateway: its cache tokens, cost, status and first byte.
+        #[serde(flatten, skip_serializing_if = "Option::is_none")]
+        call: Option<Box<GatewayCall>>,
+    },
+    /// A model call refused because a spend ceiling was reached (`gateway::spend`).
+    SpendCeiling {
+        task_id: TaskId,
+        /// `task`, `session`, `formation` or `machine`.
+        scope: &'static str,
+        /// Where the ceiling is set.
+        key: String,
+        used: String,
+        ceiling: String,
     },
     HarnessStart {
         task_id: TaskId,
@@ -301,6 +314,23 @@ pub enum Backgrounded {
     Canceled,
 }
 
+/// What the model gateway adds to an `inference` record.
+#[derive(Serialize, Debug, Clone, PartialEq)]
+pub struct GatewayCall {
+    pub cache_read_tokens: u64,
+    pub cache_write_tokens: u64,
+    /// Dollars, when the model has a price.
+    pub usd: Option<f64>,
+    /// The provider's HTTP status.
+    pub status: u16,
+    /// From the request's arrival to the answer's headers.
+    pub first_byte_ms: u64,
+    /// Whether the provider reported the usage; an unmetered call counts as its `max_tokens`.
+    pub metered: bool,
+    /// What the ceilings counted.
+    pub counted_tokens: u64,
+}
+
 /// How a task ended, in murmur's words.
 #[derive(Serialize, Debug, Clone, Copy, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
@@ -350,6 +380,8 @@ pub enum ExitCause {
     NotStarted,
     /// It ran `mur end-without-answer` and did not exit within the grace, so it was stopped.
     EndedWithoutAnswer,
+    /// A spend ceiling refused one of its model calls, and it did not exit within the grace.
+    SpendCeiling,
 }
 
 /// How one `call-member` ended: the `member_call` record's `status`, and the `status` of each
@@ -510,6 +542,7 @@ impl TraceEvent {
             TraceEvent::TaskCanceled { .. } => "task_canceled",
             TraceEvent::TaskEnd { .. } => "task_end",
             TraceEvent::Inference { .. } => "inference",
+            TraceEvent::SpendCeiling { .. } => "spend_ceiling",
             TraceEvent::HarnessStart { .. } => "harness_start",
             TraceEvent::HarnessInterrupt { .. } => "harness_interrupt",
             TraceEvent::HarnessExit { .. } => "harness_exit",
