@@ -66,6 +66,89 @@ pub struct CapsuleConfig {
     /// harness may not change them, wherever they lie (DESIGN §8).
     #[serde(default)]
     pub protect: Vec<PathBuf>,
+    /// The murmur home whose `spend/` holds the machine's daily ledger; `None`: no ledger and
+    /// no daily ceiling (a capsule in a pod).
+    #[serde(default)]
+    pub spend_home: Option<PathBuf>,
+    /// The formation's spend scope, shared by its members and their sub-capsules.
+    #[serde(default)]
+    pub formation_spend: Option<FormationSpend>,
+}
+
+/// A formation's `spend:` block and the counter its members add to.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct FormationSpend {
+    pub name: String,
+    pub policy: crate::manifest::SpendPolicy,
+    pub counter: PathBuf,
+}
+
+/// The spend scopes of this capsule (`gateway::spend`).
+fn spend_of(
+    config: &CapsuleConfig,
+    manifest: &manifest::Manifest,
+    wiring: Option<&crate::wiring::Wiring>,
+) -> Result<crate::gateway::Spend, String> {
+    use crate::gateway::{ledger, DailyCeiling, Shared, Spend, Who};
+    let formation = match &config.formation_spend {
+        Some(f) => Some(Shared {
+            name: f.name.clone(),
+            policy: f.policy.clone(),
+            counter: ledger::Counter::open(&f.counter)
+                .map_err(|e| format!("cannot open the formation's spend counter: {e}"))?,
+        }),
+        None => None,
+    };
+    let daily_ceiling = DailyCeiling::from_env()?;
+    let daily = config
+        .spend_home
+        .as_ref()
+        .map(|home| ledger::Daily::new(ledger::folder(home)));
+    let who = Who {
+        formation: wiring
+            .map(|w| w.formation.clone())
+            .or_else(|| config.formation_spend.as_ref().map(|f| f.name.clone())),
+        member: wiring.map(|w| w.member.clone()),
+        capsule: manifest.name.clone(),
+        session_id: config.session_id.clone(),
+    };
+    Ok(Spend::new(
+        manifest.spend.clone(),
+        formation,
+        daily,
+        daily_ceiling,
+        who,
+    ))
+}
+
+/// The model gateway of a process capsule whose driver routes its CLI through one, its
+/// listener bound on loopback; the driver is pointed at it.
+fn gateway_of(
+    worker: &mut Option<agent::Worker>,
+) -> Result<Option<(Arc<crate::gateway::Gateway>, std::net::TcpListener)>, String> {
+    let Some(agent::Worker::Harness(driver, _)) = worker else {
+        return Ok(None);
+    };
+    let Some(route) = driver.preset.route.clone() else {
+        return Ok(None);
+    };
+    let endpoint = crate::inference::Endpoint::parse(&route.endpoint, None).map_err(|e| e.0)?;
+    let listener = std::net::TcpListener::bind(("127.0.0.1", 0))
+        .map_err(|e| format!("cannot open the model gateway's port on 127.0.0.1: {e}"))?;
+    let port = listener
+        .local_addr()
+        .map_err(|e| format!("the model gateway's port: {e}"))?
+        .port();
+    let gateway = Arc::new(crate::gateway::Gateway::new(
+        crate::gateway::Upstream {
+            endpoint,
+            api: route.api,
+            key: route.key.clone(),
+        },
+        port,
+    ));
+    driver.through_gateway(&gateway.url());
+    Ok(Some((gateway, listener)))
 }
 
 /// The completion target with its token, read from its file.
@@ -167,7 +250,7 @@ async fn run(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
     }
     // A door that starts no task has no worker, and needs no driver.
     let runs_tasks = manifest.lifecycle.task_acceptance != TaskAcceptance::None;
-    let worker = match runs_tasks {
+    let mut worker = match runs_tasks {
         true => match worker_of(&manifest, &config) {
             Ok(w) => Some(w),
             Err(why) => {
@@ -184,6 +267,20 @@ async fn run(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
             ..
         })) => (Some(c.mode), Some(Box::new(c.walls()))),
         _ => (None, None),
+    };
+    let gateway = match gateway_of(&mut worker) {
+        Ok(g) => g,
+        Err(why) => {
+            eprintln!("error: {why}");
+            return exit::CANNOT_START;
+        }
+    };
+    let spend = match spend_of(&config, &manifest, wiring.as_ref()) {
+        Ok(s) => s,
+        Err(why) => {
+            eprintln!("error: {why}");
+            return exit::CANNOT_START;
+        }
     };
     let session_id = SessionId::from_wire(&config.session_id);
     let trace = match Trace::open(&config.records_dir, session_id.clone()) {
@@ -236,7 +333,8 @@ async fn run(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
         .reached_inside_at(config.harness_url.clone())
         .delegating(supervisor)
         .completing_to(completion)
-        .protecting(config.protect.clone()),
+        .protecting(config.protect.clone())
+        .spending(spend, gateway.as_ref().map(|(g, _)| g.clone())),
     );
     session.trace.event(TraceEvent::SessionStart {
         capsule: session.manifest.name.clone(),
@@ -260,6 +358,19 @@ async fn run(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
         .map(|_| TokenTable::new(&session.manifest.name, &config.tokens));
     let door = Arc::new(Door::new(session.clone(), tokens));
     let serving = tokio::spawn(door.serve(listener));
+    let gatewaying = match gateway {
+        Some((g, l)) => match l
+            .set_nonblocking(true)
+            .and_then(|()| tokio::net::TcpListener::from_std(l))
+        {
+            Ok(l) => Some(tokio::spawn(g.serve(session.clone(), l))),
+            Err(e) => {
+                eprintln!("error: the model gateway's listener is unusable: {e}");
+                return exit::CANNOT_START;
+            }
+        },
+        None => None,
+    };
     let trimming = tokio::spawn(give_back_memory());
     {
         let mut out = std::io::stdout().lock();
@@ -272,6 +383,9 @@ async fn run(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
     session.cancel_all().await;
     session.go_down();
     let _ = serving.await;
+    if let Some(g) = gatewaying {
+        g.abort();
+    }
     trimming.abort();
     if let Some(worker) = worker {
         let _ = tokio::time::timeout(GRACE + Duration::from_secs(5), worker).await;

@@ -37,6 +37,8 @@ pub enum Cause {
     CutTwice(u32),
     /// `inference.max_total_tokens` was passed.
     SpendCeiling { spent: u64, ceiling: u64 },
+    /// A `spend:` ceiling refused the next call; the sentence names it.
+    Spend(String),
 }
 
 impl std::fmt::Display for Cause {
@@ -63,6 +65,7 @@ impl std::fmt::Display for Cause {
                 f,
                 "a spend ceiling stopped it: the task used {spent} tokens, past inference.max_total_tokens ({ceiling})"
             ),
+            Cause::Spend(sentence) => f.write_str(sentence),
         }
     }
 }
@@ -110,6 +113,17 @@ pub async fn run(
             messages: &history,
             tools: &specs,
         };
+        // The same ceilings a harness's calls meet at the gateway (`gateway::spend`).
+        if let Err(stop) = session.spend.check(task.as_str(), Some(&agent.model)) {
+            session.trace.event(TraceEvent::SpendCeiling {
+                task_id: task.clone(),
+                scope: stop.scope.word(),
+                key: stop.key.clone(),
+                used: stop.used.clone(),
+                ceiling: stop.ceiling.clone(),
+            });
+            return (Ending::Failed(Cause::Spend(stop.sentence)), turn);
+        }
         session
             .events
             .working_note(task.as_str(), context_id, &format!("inference turn {turn}"));
@@ -134,7 +148,17 @@ pub async fn run(
             stop_reason: stop_word(&reply.stop),
             tool_calls: reply.tool_calls.iter().map(|c| c.name.clone()).collect(),
             latency_ms: reply.latency.as_millis() as u64,
+            call: None,
         });
+        let usage = crate::gateway::Usage {
+            model: Some(agent.model.clone()),
+            input: reply.usage.input_tokens,
+            output: reply.usage.output_tokens,
+            ..Default::default()
+        };
+        session
+            .spend
+            .record(task.as_str(), &agent.model, Some(&usage), 0);
         spent += reply.usage.input_tokens + reply.usage.output_tokens;
         if let Some(ceiling) = m.max_total_tokens.filter(|c| spent > *c) {
             return (Ending::Failed(Cause::SpendCeiling { spent, ceiling }), turn);

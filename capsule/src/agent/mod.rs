@@ -161,6 +161,7 @@ async fn run_task(
                 canceled,
             )
             .await;
+            session.spend.end_task(id.as_str());
             let errands = session.errands.close(&id).await;
             ((settle(session, &id, ending), turns), errands)
         }
@@ -241,7 +242,9 @@ fn judge(session: &Session, id: &TaskId, conversation: &str, ending: Ending) -> 
         t.turns
     };
     match ending {
-        Ending::SpawnFailed(why) | Ending::LimitReached(why) => (Outcome::Failed(why), 0),
+        Ending::SpawnFailed(why) | Ending::LimitReached(why) | Ending::SpendStopped(why) => {
+            (Outcome::Failed(why), 0)
+        }
         Ending::Canceled { killed, transcript } => {
             let turns = keep(&transcript);
             // What the cancel's answer named as in flight (its residue artifact).

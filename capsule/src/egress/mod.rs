@@ -87,6 +87,14 @@ impl Grant {
         {
             forwards.push((door.target().port(), door));
         }
+        // The model gateway, forwarded like the door: the CLI's only way to its provider.
+        if let Some(gateway) = door
+            .then_some(session.gateway.as_ref())
+            .flatten()
+            .and_then(|g| policy::own_door(&format!("http://127.0.0.1:{}", g.port())).ok())
+        {
+            forwards.push((gateway.target().port(), gateway));
+        }
         for written in &admitted {
             let Ok(entry) = policy::Entry::parse(written) else {
                 continue;

@@ -8,6 +8,7 @@ mod dialect;
 pub mod env;
 pub mod preset;
 pub(crate) mod protect;
+pub mod route;
 mod sessions;
 
 use std::path::Path;
@@ -56,6 +57,21 @@ pub struct Driver {
     pub preset: preset::Prepared,
 }
 
+impl Driver {
+    /// Points the CLI at the capsule's model gateway at `url` (its base-URL variable or config
+    /// key); each attempt then adds its placeholder key.
+    pub fn through_gateway(&mut self, url: &str) {
+        let Some(route) = &self.preset.route else {
+            return;
+        };
+        let (args, env) = route.pointing(url);
+        self.preset.args.extend(args);
+        self.preset
+            .env
+            .extend(env.into_iter().map(|(k, v)| (k, v.into())));
+    }
+}
+
 impl std::ops::Deref for Driver {
     type Target = ProcessDriver;
     fn deref(&self) -> &ProcessDriver {
@@ -77,15 +93,19 @@ pub fn driver_for(m: &Manifest, mur: &Path, records_dir: &Path) -> Result<Driver
             m.path.display()
         )
     })?;
+    let gateway = m.driver_artifact().and_then(|a| a.gateway.as_ref());
     let prepared = match m.driver_artifact().and_then(|a| a.builtin) {
-        Some(b) => preset::prepare(b, &m.harness, mur, records_dir).map_err(|e| {
+        Some(b) => preset::prepare(b, &m.harness, mur, records_dir, gateway).map_err(|e| {
             format!(
                 "cannot prepare {}'s state folder in {}: {e}",
                 b.name(),
                 records_dir.display()
             )
         })?,
-        None => preset::Prepared::default(),
+        None => preset::Prepared {
+            route: gateway.and_then(route::declared).map(Box::new),
+            ..Default::default()
+        },
     };
     Ok(Driver {
         process,
@@ -107,6 +127,11 @@ pub struct Attempt<'a> {
     pub max_turns: u32,
 }
 
+/// What an attempt is given beyond its [`Attempt`]: its model gateway placeholder.
+struct Given<'p> {
+    placeholder: Option<&'p crate::gateway::Placeholder>,
+}
+
 /// How an attempt ended.
 pub enum Ending {
     Exited {
@@ -125,6 +150,8 @@ pub enum Ending {
     SpawnFailed(String),
     /// The attempt reached one of its `harness.limits`; the sentence names which.
     LimitReached(String),
+    /// A spend ceiling refused one of its model calls; the sentence names the ceiling.
+    SpendStopped(String),
 }
 
 /// Fills a command's placeholders: `{session}`, `{guide}` (the guide's path), `{guide_text}`
@@ -233,6 +260,7 @@ fn build_spec(
     session: &Session,
     d: &Driver,
     a: &Attempt,
+    given: &Given,
     grant: &Grant,
     files: FilesWall,
 ) -> Option<Spec> {
@@ -255,6 +283,21 @@ fn build_spec(
         &d.preset.pass,
         &session.manifest.harness.env,
     );
+    // The provider's real key and address never reach a CLI that calls through the gateway,
+    // whatever an allow list says.
+    // Nor any variable that holds the real key under another name (the one a gateway block's
+    // `${VAR}` reads, handed on by a run-wide allow list).
+    if let Some(route) = &d.preset.route {
+        let real = route.key.as_ref().map(|(_, k)| k.expose().as_bytes());
+        env.retain(|(k, v)| {
+            let holds_key = real.is_some_and(|key| {
+                !key.is_empty() && v.as_encoded_bytes().windows(key.len()).any(|w| w == key)
+            });
+            !holds_key
+                && !route::WITHHELD.contains(&k.as_str())
+                && !route.withheld.iter().any(|w| w == k)
+        });
+    }
     env.extend([
         ("PATH".into(), path),
         ("MURMUR_SESSION_ID".into(), session.id.as_str().into()),
@@ -267,6 +310,14 @@ fn build_spec(
         ("TMPDIR".into(), session.records_dir.join(TMP_DIR).into()),
     ]);
     env.extend(d.preset.env.iter().cloned());
+    if let (Some(route), Some(p)) = (&d.preset.route, given.placeholder) {
+        env.extend(
+            route
+                .placeholder_env(&p.key)
+                .into_iter()
+                .map(|(k, v)| (k, v.into())),
+        );
+    }
     if let Some(s) = &a.resume {
         env.push(("MURMUR_HARNESS_SESSION".into(), s.into()));
     }
@@ -332,7 +383,16 @@ pub async fn run(
             ARG_MAX - 1
         ));
     }
-    let Some(spec) = build_spec(session, d, a, &grant, files) else {
+    // The attempt's key to the model gateway, dead once the attempt ends.
+    let placeholder = match (&session.gateway, &d.preset.route) {
+        (Some(g), Some(_)) => Some(g.admit(a.task_id)),
+        _ => None,
+    };
+    let mut spend_stopped = placeholder.as_ref().map(|p| p.stopped.clone());
+    let given = Given {
+        placeholder: placeholder.as_ref(),
+    };
+    let Some(spec) = build_spec(session, d, a, &given, &grant, files) else {
         return Ending::SpawnFailed("the driver's command is empty".into());
     };
     let program = spec.program.clone();
@@ -419,7 +479,22 @@ pub async fn run(
             killed = k;
             exit
         }
+        // A ceiling refused a call: the CLI was told in its provider's words and should end
+        // its turn; one still running after the grace is stopped.
+        _ = async {
+            match spend_stopped.as_mut() {
+                Some(rx) => signalled(rx, |s| *s).await,
+                None => std::future::pending().await,
+            }
+            tokio::time::sleep(GRACE).await;
+        } => {
+            cause = ExitCause::SpendCeiling;
+            let (exit, k) = interrupt(session, d, a, &mut harness, &stdin).await;
+            killed = k;
+            exit
+        }
     };
+    drop(placeholder);
     drop(stdin);
     drop(exits);
     let _ = ended_tx.send_replace(true);
@@ -446,9 +521,13 @@ pub async fn run(
     if let Exit::NotStarted(why) = exit {
         return Ending::SpawnFailed(why);
     }
+    let spend_stop = session.spend.end_task(a.task_id);
     // A limit reached fails the task whatever the harness made of it: what it did is cut short.
     if let Some(reached) = harness.reached() {
         return Ending::LimitReached(limit_sentence(session, reached));
+    }
+    if let Some(stop) = spend_stop {
+        return Ending::SpendStopped(stop.sentence);
     }
     let stderr_last_line = stderr_tail
         .lines()

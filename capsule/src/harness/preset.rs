@@ -8,7 +8,8 @@ use std::ffi::OsString;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
-use crate::manifest::{Builtin, HarnessPolicy, Permissions, StateHome};
+use super::route::{self, CodexProvider};
+use crate::manifest::{Builtin, Gateway, HarnessPolicy, Permissions, StateHome};
 
 /// murmur's helper commands: runnable at every permission level.
 pub const HELPERS: [&str; 5] = [
@@ -31,10 +32,21 @@ pub struct Prepared {
     /// Where the CLI itself must reach (its provider's API), as allow-list entries: the jail's
     /// egress proxy admits them beside the manifest's allow list.
     pub egress: Vec<String>,
-    /// Variables of murmur's environment the CLI needs (its provider's key and settings),
-    /// beside the allow list every harness gets (`harness::env`); `*` ends a prefix.
+    /// Variables of murmur's environment the CLI needs (its provider's settings), beside the
+    /// allow list every harness gets (`harness::env`); `*` ends a prefix. Never its key: see
+    /// `route`.
     pub pass: Vec<String>,
+    /// How the CLI reaches its model through the capsule's gateway; `None`: its own way out.
+    pub route: Option<Box<super::route::Route>>,
 }
+
+impl PartialEq for super::route::Route {
+    fn eq(&self, other: &Self) -> bool {
+        self.endpoint == other.endpoint && self.api == other.api && self.base == other.base
+    }
+}
+
+impl Eq for super::route::Route {}
 
 /// Maps `policy` to `preset`'s flags, and makes its state folder (seeded from the user's own
 /// login, see [`seed`]) when the state is the capsule's. `mur` is the binary the helpers run as.
@@ -43,14 +55,15 @@ pub fn prepare(
     policy: &HarnessPolicy,
     mur: &Path,
     records_dir: &Path,
+    gateway: Option<&Gateway>,
 ) -> std::io::Result<Prepared> {
     let state = match policy.state {
         StateHome::Capsule => Some(records_dir.join(STATE_DIR)),
         StateHome::User => None,
     };
     match preset {
-        Builtin::ClaudeCode => claude_code(policy, mur, state),
-        Builtin::Codex => codex(policy, mur, state),
+        Builtin::ClaudeCode => claude_code(policy, mur, state, gateway),
+        Builtin::Codex => codex(policy, mur, state, gateway),
         _ => Ok(Prepared::default()),
     }
 }
@@ -74,6 +87,7 @@ fn claude_code(
     policy: &HarnessPolicy,
     mur: &Path,
     state: Option<PathBuf>,
+    gateway: Option<&Gateway>,
 ) -> std::io::Result<Prepared> {
     let mode = match policy.permissions {
         Permissions::Read => "default",
@@ -106,10 +120,7 @@ fn claude_code(
         seed(&dir, user.as_deref(), &[], &[".credentials.json"])?;
         env.push(("CLAUDE_CONFIG_DIR".to_owned(), dir.into_os_string()));
     }
-    let endpoint = std::env::var("ANTHROPIC_BASE_URL")
-        .ok()
-        .filter(|u| !u.trim().is_empty())
-        .unwrap_or_else(|| "https://api.anthropic.com".into());
+    // Every call, with a key or with the account's own credential, goes through the gateway.
     Ok(Prepared {
         args: vec![
             "--permission-mode".into(),
@@ -118,8 +129,9 @@ fn claude_code(
             tools.join(","),
         ],
         env,
-        egress: vec![crate::policy::shown(&endpoint)],
+        egress: Vec::new(),
         pass: vec!["ANTHROPIC_*".into(), "CLAUDE_CODE_*".into()],
+        route: Some(Box::new(route::claude_code(gateway))),
     })
 }
 
@@ -129,7 +141,12 @@ fn claude_code(
 /// sandbox through an execpolicy rule in the state folder — still inside murmur's containment.
 /// The rule names `mur` by its full path only: a rule for the bare name would let out whatever
 /// program the agent could put first on PATH.
-fn codex(policy: &HarnessPolicy, mur: &Path, state: Option<PathBuf>) -> std::io::Result<Prepared> {
+fn codex(
+    policy: &HarnessPolicy,
+    mur: &Path,
+    state: Option<PathBuf>,
+    gateway: Option<&Gateway>,
+) -> std::io::Result<Prepared> {
     let sandbox = match policy.permissions {
         Permissions::Read => "read-only",
         Permissions::Edit => "workspace-write",
@@ -155,17 +172,21 @@ fn codex(policy: &HarnessPolicy, mur: &Path, state: Option<PathBuf>) -> std::io:
         .and_then(|c| std::fs::read_to_string(c).ok())
         .unwrap_or_default();
     let provider = codex_provider(&config);
-    let endpoint = provider
-        .as_ref()
-        .and_then(|p| p.base_url.clone())
-        .or_else(|| std::env::var("OPENAI_BASE_URL").ok())
-        .unwrap_or_else(|| "https://api.openai.com".into());
-    let mut pass = vec![
-        "OPENAI_API_KEY".into(),
-        "OPENAI_BASE_URL".into(),
-        "CODEX_*".into(),
-    ];
-    pass.extend(provider.and_then(|p| p.env_key));
+    let route = route::codex(gateway, provider.as_ref()).map(Box::new);
+    let mut pass = vec!["CODEX_*".into()];
+    // An account login (no key anywhere) keeps Codex's own way to its own host.
+    let egress = match &route {
+        Some(_) => Vec::new(),
+        None => {
+            pass.extend(["OPENAI_API_KEY".into(), "OPENAI_BASE_URL".into()]);
+            let endpoint = provider
+                .as_ref()
+                .and_then(|p| p.base_url.clone())
+                .or_else(|| std::env::var("OPENAI_BASE_URL").ok())
+                .unwrap_or_else(|| "https://api.openai.com".into());
+            vec![crate::policy::shown(&endpoint)]
+        }
+    };
     if policy.permissions != Permissions::Full {
         codex_daemon_folder()?;
     }
@@ -181,8 +202,9 @@ fn codex(policy: &HarnessPolicy, mur: &Path, state: Option<PathBuf>) -> std::io:
     Ok(Prepared {
         args,
         env,
-        egress: vec![crate::policy::shown(&endpoint)],
+        egress,
         pass,
+        route,
     })
 }
 
@@ -207,13 +229,6 @@ fn codex_daemon_folder() -> std::io::Result<()> {
     }
 }
 
-/// The model provider a Codex `config.toml` selects: what the jail must let it reach and read.
-struct CodexProvider {
-    base_url: Option<String>,
-    /// The variable that holds the provider's key.
-    env_key: Option<String>,
-}
-
 /// The provider a Codex `config.toml` selects (`model_provider`, whose entry is under
 /// `[model_providers.<name>]`); `None` for Codex's own default provider.
 fn codex_provider(config: &str) -> Option<CodexProvider> {
@@ -222,6 +237,7 @@ fn codex_provider(config: &str) -> Option<CodexProvider> {
     let entry = value.get("model_providers")?.get(name)?;
     let text = |k: &str| entry.get(k).and_then(|v| v.as_str()).map(str::to_owned);
     Some(CodexProvider {
+        name: name.to_owned(),
         base_url: text("base_url"),
         env_key: text("env_key"),
     })
@@ -303,7 +319,8 @@ mod tests {
     #[test]
     fn claude_code_levels() {
         let mur = Path::new("/opt/m/mur");
-        let read = claude_code(&policy(Permissions::Read, &["cargo test"]), mur, None).unwrap();
+        let read =
+            claude_code(&policy(Permissions::Read, &["cargo test"]), mur, None, None).unwrap();
         let helpers = "Bash(mur call-member:*),Bash(mur delegate-task:*),Bash(mur send-message:*),\
             Bash(mur request-input:*),Bash(mur end-without-answer:*),\
             Bash(/opt/m/mur call-member:*),Bash(/opt/m/mur delegate-task:*),\
@@ -318,7 +335,7 @@ mod tests {
                 &format!("{helpers},Bash(cargo test:*)")
             ]
         );
-        let full = claude_code(&policy(Permissions::Full, &[]), mur, None).unwrap();
+        let full = claude_code(&policy(Permissions::Full, &[]), mur, None, None).unwrap();
         assert_eq!(
             full.args[1..],
             [
@@ -333,7 +350,7 @@ mod tests {
     #[test]
     fn codex_edits_leave_slash_tmp_to_the_jail() {
         let mur = Path::new("/opt/m/mur");
-        let edit = codex(&policy(Permissions::Edit, &[]), mur, None).unwrap();
+        let edit = codex(&policy(Permissions::Edit, &[]), mur, None, None).unwrap();
         assert_eq!(
             edit.args,
             [
@@ -353,7 +370,7 @@ mod tests {
             (Permissions::Edit, "workspace-write"),
             (Permissions::Full, "danger-full-access"),
         ] {
-            let p = codex(&policy(level, &[]), mur, None).unwrap();
+            let p = codex(&policy(level, &[]), mur, None, None).unwrap();
             assert_eq!(p.args[..2], ["--sandbox", sandbox]);
         }
         assert_eq!(

@@ -72,6 +72,21 @@ pub(crate) fn secrets(session: &Session, murmur_home: Option<&Path>) -> Vec<Path
         hidden.push(default_home.join("run"));
         hidden.push(default_home.join("records"));
     }
+    // The spend ledger and counters: a harness that could write them could lift its ceiling.
+    hidden.push(default_home.join("spend"));
+    if let Some(m) = murmur_home {
+        hidden.push(m.join("spend"));
+    }
+    // A `.env` beside this run's manifests holds what `${VAR}` reads: often the provider's key.
+    let manifests = std::iter::once(session.manifest.path.as_path())
+        .chain(session.run_files.iter().map(PathBuf::as_path));
+    for manifest in manifests {
+        if let Some(env) = manifest.parent().map(|d| d.join(".env")) {
+            if !hidden.contains(&env) {
+                hidden.push(env);
+            }
+        }
+    }
     let granted: Vec<PathBuf> = session
         .manifest
         .harness
