@@ -234,6 +234,64 @@ impl World {
         }
     }
 
+    /// The header the real key reaches `fake` in, and the key: what murmur's environment holds
+    /// and no harness may.
+    fn real_key(&self, fake: &Fake) -> (&'static str, &'static str) {
+        match fake.port == self.claude.port {
+            true => ("x-api-key", "sk-ant-fake"),
+            false => ("authorization", "Bearer sk-fake-openai"),
+        }
+    }
+
+    /// Fails naming every process of the attempt whose environment holds a real key, and every
+    /// file of the home or the work folder that does; checks the CLI holds a placeholder.
+    fn assert_no_real_key_in_reach(&self) {
+        let mut placeholders = 0;
+        let ours = std::fs::read_link("/proc/self/ns/pid").unwrap();
+        // The attempt's processes: those in a PID namespace of their own.
+        let jailed = processes_of(&self.home)
+            .into_iter()
+            .filter(|p| std::fs::read_link(format!("/proc/{p}/ns/pid")).is_ok_and(|ns| ns != ours));
+        for pid in jailed {
+            let env = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+            for real in ["sk-ant-fake", "sk-fake-openai"] {
+                assert!(
+                    !env.windows(real.len()).any(|w| w == real.as_bytes()),
+                    "{real} is in the environment of {pid} ({})",
+                    cmdline(pid)
+                );
+            }
+            placeholders += env
+                .split(|b| *b == 0)
+                .filter(|kv| {
+                    [
+                        &b"ANTHROPIC_API_KEY=mur_gw_"[..],
+                        b"FAKE_OPENAI_KEY=mur_gw_",
+                    ]
+                    .iter()
+                    .any(|p| kv.starts_with(p))
+                })
+                .count();
+        }
+        assert!(
+            placeholders > 0,
+            "no process of the attempt holds a placeholder"
+        );
+        for dir in [&self.home.home, &self.home.work] {
+            let out = std::process::Command::new("grep")
+                .args(["-rl", "-e", "sk-ant-fake", "-e", "sk-fake-openai"])
+                .arg(dir)
+                .output()
+                .unwrap();
+            assert_eq!(
+                String::from_utf8_lossy(&out.stdout),
+                "",
+                "a real key was written under {}",
+                dir.display()
+            );
+        }
+    }
+
     fn launch(&self, manifest: &Path) -> Launch {
         let run = Launch::start_env(&self.home, manifest, &[], &self.env);
         assert_jailed(&self.home, &run.session);
@@ -417,6 +475,20 @@ fn answer_and_resume(world: &World, manifest: &str, fake: &Fake) {
         text.contains("first question from the user") && text.contains("ANSWER(first question"),
         "the resumed session carries the first turn: {text}"
     );
+    // Every call reached the provider through the capsule's gateway, with the real key.
+    let (header, real) = world.real_key(fake);
+    let seen = fake.seen();
+    assert!(!seen.is_empty());
+    for s in &seen {
+        assert_eq!(s.header(header), Some(real), "{} {}", s.method, s.path);
+    }
+    let metered = world
+        .home
+        .trace(&run.session)
+        .into_iter()
+        .filter(|e| e["event_type"] == "inference" && e["metered"] == true)
+        .count();
+    assert!(metered > 0, "no call was metered");
     // The CLI kept that session in the capsule's records.
     let state = world.home.records(&run.session).join("harness-state");
     let kept = std::fs::read_dir(&state).map(|d| d.count()).unwrap_or(0);
@@ -549,6 +621,8 @@ fn cancel_a_long_command(world: &World, manifest: &str) -> Vec<String> {
         wait_until(LONG, || tailing() > 0),
         "the shell tool never ran the command"
     );
+    // Mid-task, the CLI and everything it started hold only the attempt's placeholder.
+    world.assert_no_real_key_in_reach();
     let resp = run.rpc("CancelTask", json!({"id": id}));
     assert_eq!(
         resp["result"]["status"]["state"], "TASK_STATE_CANCELED",
@@ -633,6 +707,21 @@ fn refused_an_unlisted_host(world: &World, manifest: &str) {
     assert_eq!(
         (denied[0]["task_id"].as_str(), denied[0]["port"].as_u64()),
         (Some(id.as_str()), Some(443))
+    );
+    // The provider itself is no destination of the jail's: only the gateway reaches it.
+    let provider = match manifest.to_string_lossy().contains("codex") || text.contains("codex") {
+        true => world.codex.port,
+        false => world.claude.port,
+    };
+    let id = send(
+        &run,
+        &format!("RUN curl -sS -m 10 --noproxy '' https://127.0.0.1:{provider}/v1/models"),
+        None,
+    );
+    let answer = answer_of(&completed(&run, &id));
+    assert!(
+        answer.contains("CONNECT tunnel failed, response 403"),
+        "{answer}"
     );
     drop(run);
     assert_nothing_left(&world.home, LONG);

@@ -44,9 +44,11 @@ pub enum Code {
     BadSecrets,
     /// The rendered objects could not be written.
     RenderOutput,
+    /// A command's argument or a variable it reads does not read.
+    BadArgument,
 }
 
-const TABLE: [(Code, &str); 19] = [
+const TABLE: [(Code, &str); 20] = [
     (Code::PortInUse, "E-RUN-010"),
     (Code::BindFailed, "E-RUN-011"),
     (Code::CapsuleDidNotStart, "E-RUN-012"),
@@ -66,6 +68,7 @@ const TABLE: [(Code, &str); 19] = [
     (Code::RenderRefused, "E-RND-002"),
     (Code::BadSecrets, "E-RND-003"),
     (Code::RenderOutput, "E-RND-004"),
+    (Code::BadArgument, "E-CLI-030"),
 ];
 
 impl Code {

@@ -58,6 +58,14 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Print the machine's model spend for a day: per formation, member and model
+    Spend {
+        /// The UTC day, YYYY-MM-DD (default: today)
+        #[arg(long)]
+        day: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
     /// List running capsules
     Ps {
         #[arg(long)]
@@ -265,6 +273,7 @@ async fn dispatch(cmd: Cmd) -> CliResult<i32> {
             .await
         }
         Cmd::Ps { json } => commands::ps::run(json).await,
+        Cmd::Spend { day, json } => commands::spend::run(day.as_deref(), json),
         Cmd::Stop { address } => commands::stop::run(&address).await,
         Cmd::Cancel { address, task_id } => commands::cancel::run(&address, &task_id).await,
         Cmd::Token {

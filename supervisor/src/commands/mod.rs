@@ -7,6 +7,7 @@ pub mod install;
 pub mod ps;
 pub mod render;
 pub mod run;
+pub mod spend;
 pub mod stop;
 pub mod token;
 pub mod top;

@@ -130,6 +130,8 @@ pub async fn start(service: &Arc<Service>, parent: &Parent, req: Request) -> Res
         completion_token: token_file,
         harness_url: None,
         protect: Vec::new(),
+        spend_home: Some(records::home()),
+        formation_spend: service.formation_spend.clone(),
     };
     let process = match launch::spawn_capsule(&listener, &theirs, &config, None) {
         Ok(p) => p,

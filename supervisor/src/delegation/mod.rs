@@ -78,13 +78,19 @@ struct State {
 pub struct Service {
     state: Mutex<State>,
     containment: Option<Containment>,
+    /// The formation's spend scope, which its sub-capsules are in too.
+    formation_spend: Option<capsule::runtime::FormationSpend>,
 }
 
 impl Service {
-    pub fn new(containment: Option<Containment>) -> Arc<Service> {
+    pub fn new(
+        containment: Option<Containment>,
+        formation_spend: Option<capsule::runtime::FormationSpend>,
+    ) -> Arc<Service> {
         Arc::new(Service {
             state: Mutex::new(State::default()),
             containment,
+            formation_spend,
         })
     }
 

@@ -29,6 +29,8 @@ pub struct FormationInfo {
     pub name: String,
     pub version: String,
     pub on_member_failure: OnMemberFailure,
+    /// The formation's `spend:` block.
+    pub spend: capsule::manifest::SpendPolicy,
 }
 
 pub struct Plan {
@@ -90,6 +92,7 @@ impl Plan {
                         name: f.name,
                         version: f.version,
                         on_member_failure: f.on_member_failure,
+                        spend: *f.spend,
                     }),
                     members,
                     entry,

@@ -97,7 +97,10 @@ pub async fn run(plan: Plan, opts: Options) -> CliResult<i32> {
         }
     };
     let exits = launch::start_reaper();
-    let service = Service::new(opts.containment.clone());
+    let service = Service::new(
+        opts.containment.clone(),
+        formation_spend(&plan, &sessions[plan.entry]),
+    );
     let spawned = spawn_all(
         &plan, &listeners, configs, &sessions, &dirs, &urls, &minted, &service,
     );
@@ -263,6 +266,7 @@ fn write_credentials(
 ) -> CliResult<Vec<CapsuleConfig>> {
     let mut configs = Vec::new();
     let protect = plan.files();
+    let formation_spend = formation_spend(plan, &sessions[plan.entry]);
     for (i, m) in plan.members.iter().enumerate() {
         let session = sessions[i].as_str();
         let wiring = wire::wiring(plan, i, urls, minted)
@@ -286,9 +290,30 @@ fn write_credentials(
             completion_token: None,
             harness_url: None,
             protect: protect.clone(),
+            spend_home: Some(records::home()),
+            formation_spend: formation_spend.clone(),
         });
     }
     Ok(configs)
+}
+
+/// The formation's spend scope, when its file sets a ceiling or a price: a counter named for
+/// the launch (its entry's session), under the home's `spend/formations/`.
+pub(crate) fn formation_spend(
+    plan: &Plan,
+    entry: &SessionId,
+) -> Option<capsule::runtime::FormationSpend> {
+    let f = plan.formation.as_ref()?;
+    if !f.spend.has_ceiling() && f.spend.prices.is_empty() {
+        return None;
+    }
+    Some(capsule::runtime::FormationSpend {
+        name: f.name.clone(),
+        policy: f.spend.clone(),
+        counter: capsule::gateway::ledger::folder(&records::home())
+            .join("formations")
+            .join(format!("{entry}.total")),
+    })
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -58,6 +58,8 @@ pub fn capsule_config(layout: &Layout, i: usize, minted: &[Minted]) -> CapsuleCo
         completion_token: None,
         harness_url: None,
         protect: Vec::new(),
+        spend_home: None,
+        formation_spend: None,
     }
 }
 

@@ -1,8 +1,9 @@
 //! A session's trace.jsonl as text: the sections `mur trace show` prints (Session, Tasks,
-//! Harness, Shell, Peers, Delegations), and with [`formation`] every member's trace interleaved
+//! Harness, Shell, Spend, Peers, Delegations), and with [`formation`] every member's trace interleaved
 //! by time. Read by `mur trace show` and by `mur top`'s trace pane, so both say the same.
 
 pub mod formation;
+mod spend;
 
 use std::path::Path;
 
@@ -173,6 +174,7 @@ pub fn render(events: &[Value]) -> String {
         }
     }
     out.push_str(&shell(events, !has_harness));
+    out.push_str(&spend::section(events));
     out.push_str(&peers(events));
     out.push_str(&delegations(events, 0));
     out
