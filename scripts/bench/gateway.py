@@ -8,7 +8,9 @@ capsule's harness, calls the fake two ways, interleaved so a load that comes and
 both alike:
 1. directly (fallback mode only: in namespace mode the jail has no way to the fake but the
    gateway);
-2. through its capsule's gateway (`ANTHROPIC_BASE_URL`, with its placeholder key).
+2. through a bare TCP relay (`socat`, when installed; fallback mode only): what one more hop
+   costs any proxy on this machine, the physical limit the gateway is held against;
+3. through its capsule's gateway (`ANTHROPIC_BASE_URL`, with its placeholder key).
 It measures time to first byte of the answer (sequential calls; median and p90), and the
 throughput of 64 concurrent streams (bytes of all answers over the wall time). Meanwhile this
 script samples the capsule process's resident memory.
@@ -116,13 +118,15 @@ async def one_call(host, port, key, big):
     return ttfb, total
 
 
-async def client(calls, fake_port, out):
+async def client(calls, fake_port, relay_port, out):
     gw = os.environ["ANTHROPIC_BASE_URL"].removeprefix("http://")
     gw_host, gw_port = gw.rsplit(":", 1)
     key = os.environ["ANTHROPIC_API_KEY"]
     ways = {"gateway": (gw_host, int(gw_port))}
     if fake_port:
         ways["direct"] = ("127.0.0.1", fake_port)
+    if relay_port:
+        ways["relay"] = ("127.0.0.1", relay_port)
     ttfb = {w: [] for w in ways}
     for _ in range(calls):
         for w, (h, p) in ways.items():
@@ -154,6 +158,13 @@ def children(pid):
     return found
 
 
+def is_capsule(pid):
+    try:
+        return b"MURMUR_CAPSULE_CONFIG=" in open(f"/proc/{pid}/environ", "rb").read()
+    except OSError:
+        return False
+
+
 def rss_kib(pid, field):
     for line in open(f"/proc/{pid}/status"):
         if line.startswith(field):
@@ -161,11 +172,18 @@ def rss_kib(pid, field):
     return 0
 
 
-def bench(mode, tmp, calls, kb, fake_port):
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def bench(mode, tmp, calls, kb, fake_port, relay_port):
     home = os.path.join(tmp, f"home-{mode}")
     os.makedirs(home)
     out = os.path.join(tmp, f"out-{mode}.json")
     direct = fake_port if mode == "fallback" else 0
+    relay = relay_port if mode == "fallback" else 0
     manifest = os.path.join(tmp, f"bench-{mode}.yaml")
     with open(manifest, "w") as f:
         f.write(f"""name: gateway-bench
@@ -176,7 +194,7 @@ artifacts:
     runtime: driver
     gateway: {{ endpoint: "http://127.0.0.1:{fake_port}", api_key: sk-bench, api: anthropic }}
     process:
-      command: ["{sys.executable}", "{os.path.abspath(__file__)}", "--client", "{calls}", "{direct}", "{out}"]
+      command: ["{sys.executable}", "{os.path.abspath(__file__)}", "--client", "{calls}", "{direct}", "{relay}", "{out}"]
 inference:
   transport: process
 lifecycle: {{ task_acceptance: single, after_task: exit }}
@@ -187,22 +205,26 @@ lifecycle: {{ task_acceptance: single, after_task: exit }}
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
     peak = 0
+    cpu = 0.0
     try:
         capsule = None
         while proc.poll() is None:
             if capsule is None:
-                kids = [c for c in children(proc.pid) if os.path.exists(f"/proc/{c}")]
-                capsule = kids[0] if kids else None
+                capsule = next((c for c in children(proc.pid) if is_capsule(c)), None)
             if capsule:
                 try:
                     peak = max(peak, rss_kib(capsule, "VmHWM:"))
-                except OSError:
+                    fields = open(f"/proc/{capsule}/stat").read().rsplit(")", 1)[1].split()
+                    cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+                except (OSError, IndexError, ValueError):
                     pass
             time.sleep(0.05)
         if not os.path.exists(out):
             raise SystemExit(f"{mode}: the client wrote nothing: {proc.stderr.read()[-2000:]}")
         with open(out) as f:
-            return json.load(f), peak
+            got = json.load(f)
+        got["cpu"] = cpu
+        return got, peak
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGTERM)
@@ -211,7 +233,7 @@ lifecycle: {{ task_acceptance: single, after_task: exit }}
 
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "--client":
-        asyncio.run(client(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]))
+        asyncio.run(client(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]))
         print("done")
         return
     calls = int(sys.argv[1]) if len(sys.argv) > 1 else 300
@@ -221,12 +243,19 @@ def main():
     tmp = tempfile.mkdtemp(prefix="murmur-bench-gateway-")
     try:
         fake_port = fake_provider(kb)
+        relay_port, relay = 0, None
+        if shutil.which("socat"):
+            relay_port = free_port()
+            relay = subprocess.Popen(["socat", "-b", "65536",
+                                      f"TCP-LISTEN:{relay_port},bind=127.0.0.1,fork,reuseaddr,backlog=512",
+                                      f"TCP:127.0.0.1:{fake_port}"], stderr=subprocess.DEVNULL)
+            time.sleep(0.3)
         print(f"{calls} sequential calls a way (1 KiB answers), then 3 rounds of {STREAMS} "
               f"concurrent streams of {kb} KiB; 2 cores, one run")
         print("| mode | way | first byte p50 / p90 (ms) | 64 streams (MB/s, best of 3) | capsule peak RSS (MiB) |")
         print("|---|---|---|---|---|")
         for mode in ["fallback", "namespaces"]:
-            got, peak = bench(mode, tmp, calls, kb, fake_port)
+            got, peak = bench(mode, tmp, calls, kb, fake_port, relay_port)
             for way in got["ttfb"]:
                 t = [x * 1000 for x in got["ttfb"][way]]
                 r = max(got["rate"][way]) / 1e6
@@ -237,7 +266,16 @@ def main():
                 ratio = max(got["rate"]["gateway"]) / max(got["rate"]["direct"])
                 print(f"|  | gateway − direct | {added * 1000:+.3f} ms at the median | "
                       f"{ratio:.2f} of direct |  |")
+            if "relay" in got["ttfb"]:
+                added = pct(got["ttfb"]["gateway"], 0.5) - pct(got["ttfb"]["relay"], 0.5)
+                ratio = max(got["rate"]["gateway"]) / max(got["rate"]["relay"])
+                print(f"|  | gateway − relay | {added * 1000:+.3f} ms at the median | "
+                      f"{ratio:.2f} of the relay |  |")
+            print(f"|  | the capsule's CPU time over the whole run | {got['cpu']:.2f} s |  |  |")
     finally:
+        if relay:
+            relay.terminate()
+            relay.wait(timeout=10)
         shutil.rmtree(tmp, ignore_errors=True)
 
 

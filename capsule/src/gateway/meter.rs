@@ -44,11 +44,35 @@ pub struct Meter {
     usage: Usage,
     /// Whether the provider reported any usage at all.
     reported: bool,
+    /// What an event's data must hold to be worth parsing (see [`Meter::carries_usage`]).
+    wanted: Vec<memchr::memmem::Finder<'static>>,
+    /// A chat chunk's `"usage"`, worth parsing unless it is one of these (`"usage":null`).
+    usage_unless: Option<(
+        memchr::memmem::Finder<'static>,
+        Vec<memchr::memmem::Finder<'static>>,
+    )>,
 }
 
 impl Meter {
     /// `sse`: the answer is `text/event-stream`; otherwise one JSON body.
     pub fn new(api: Api, sse: bool) -> Meter {
+        let finders = |needles: &[&'static str]| {
+            needles
+                .iter()
+                .map(|n| memchr::memmem::Finder::new(n.as_bytes()))
+                .collect::<Vec<_>>()
+        };
+        let (wanted, usage_unless) = match api {
+            Api::Anthropic => (finders(&["\"message_start\"", "\"message_delta\""]), None),
+            Api::OpenaiResponses => (finders(&["\"response.completed\""]), None),
+            Api::OpenaiChat => (
+                finders(&["\"finish_reason\":\"", "\"finish_reason\": \""]),
+                Some((
+                    memchr::memmem::Finder::new(b"\"usage\""),
+                    finders(&["\"usage\":null", "\"usage\": null"]),
+                )),
+            ),
+        };
         Meter {
             api,
             sse,
@@ -56,6 +80,8 @@ impl Meter {
             overflowed: false,
             usage: Usage::default(),
             reported: false,
+            wanted,
+            usage_unless,
         }
     }
 
@@ -69,7 +95,7 @@ impl Meter {
             }
             return;
         }
-        while let Some(end) = bytes.iter().position(|b| *b == b'\n') {
+        while let Some(end) = memchr::memchr(b'\n', bytes) {
             let (line, rest) = bytes.split_at(end);
             bytes = &rest[1..];
             if self.overflowed {
@@ -107,6 +133,10 @@ impl Meter {
         let Some(data) = line.strip_prefix(b"data:") else {
             return;
         };
+        // Most events are text deltas: only those that can carry usage are parsed.
+        if !self.carries_usage(data) {
+            return;
+        }
         let Ok(event) = serde_json::from_slice::<Value>(data.trim_ascii()) else {
             return;
         };
@@ -121,6 +151,19 @@ impl Meter {
             }
             Api::OpenaiChat => self.chat(&event),
         }
+    }
+
+    /// Whether an event's data may hold what the meter reads: a search before the parse, so
+    /// a stream of text deltas costs a scan, not a JSON parse per event. A chat chunk naming
+    /// its finish reason is parsed even when its usage is null.
+    fn carries_usage(&self, data: &[u8]) -> bool {
+        let any =
+            |fs: &[memchr::memmem::Finder<'static>]| fs.iter().any(|f| f.find(data).is_some());
+        any(&self.wanted)
+            || self
+                .usage_unless
+                .as_ref()
+                .is_some_and(|(usage, null)| usage.find(data).is_some() && !any(null))
     }
 
     fn whole(&mut self, body: &Value) {

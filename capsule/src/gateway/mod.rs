@@ -48,6 +48,8 @@ use crate::inference::{Connection, Endpoint};
 use crate::session::Session;
 use crate::trace::{GatewayCall, TraceEvent};
 
+/// The most one connection buffers of what it reads and writes.
+const CONNECTION_BUFFER: usize = 64 << 10;
 /// The most of a request body the gateway reads (a model call with images can be large).
 const MOST_REQUEST: usize = 32 << 20;
 /// The header a placeholder may also come in, beside the CLI's own credential: how a CLI logged
@@ -251,6 +253,7 @@ impl Gateway {
                     tokio::spawn(async move {
                         let _ = http1::Builder::new()
                             .timer(TokioTimer::new())
+                            .max_buf_size(CONNECTION_BUFFER)
                             .serve_connection(TokioIo::new(stream), service)
                             .await;
                     });

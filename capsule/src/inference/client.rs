@@ -29,6 +29,8 @@ const IDLE_WITHIN: Duration = Duration::from_secs(300);
 /// minutes would otherwise hold the call (and its task) for ever. A reply of the largest
 /// `max_tokens` at a slow local model's few tokens a second fits well within it.
 pub const CALL_WITHIN: Duration = Duration::from_secs(30 * 60);
+/// The most of an answer one connection reads ahead.
+const READ_BUFFER: usize = 64 << 10;
 /// The most of an error body read.
 const ERROR_BODY_LIMIT: usize = 64 << 10;
 
@@ -253,7 +255,10 @@ async fn handshake<T>(
 where
     T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let (sender, conn) = hyper::client::conn::http1::handshake(io)
+    // A bounded read buffer: the gateway holds at most this much of each answer in flight.
+    let (sender, conn) = hyper::client::conn::http1::Builder::new()
+        .max_buf_size(READ_BUFFER)
+        .handshake(io)
         .await
         .map_err(|e| Failure::Connect(format!("the HTTP handshake failed: {e}")))?;
     let driving = tokio::spawn(async move {
