@@ -367,6 +367,19 @@ fn a_formation_ceiling_stops_every_member() {
         serde_json::from_str::<Value>(harness["calls"][0][1].as_str().unwrap()).unwrap(),
         spend_error(sentence)
     );
+    // `mur top` shows each member's spend, and the formation's against its ceiling.
+    let (code, top, err) = home.run(&["top", "--once"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        top.contains("── Spend ──\nformation team: 3000 tokens of 2500 tokens (ceiling reached)\n")
+            && top.contains(" 3000 tok stopped ")
+            && top.contains(" 0 tok stopped ")
+            && top.contains(
+                "spend ceiling spend.max_tokens of the formation team (formation): used 3000 \
+                 tokens, ceiling 2500 tokens"
+            ),
+        "{top}"
+    );
     let (_, out, _) = home.run(&["spend", "--json"]);
     let spend: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(spend["rows"][0]["formation"], "team");

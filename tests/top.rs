@@ -435,7 +435,8 @@ fn once_prints_the_running_formation_exactly() {
     assert_eq!(plain(&piped), plain(&out));
 
     let mut rows = vec![[
-        "", "CAPSULE", "STATE", "PID", "PORT", "UP", "RESTARTS", "QUEUED", "RUNNING", "SESSION",
+        "", "CAPSULE", "STATE", "PID", "PORT", "UP", "RESTARTS", "QUEUED", "RUNNING", "SPENT",
+        "SESSION",
     ]
     .map(str::to_owned)
     .to_vec()];
@@ -456,6 +457,7 @@ fn once_prints_the_running_formation_exactly() {
             "0".into(),
             "0".into(),
             "1".into(),
+            "-".into(),
             m.session.clone(),
         ]);
     }

@@ -337,6 +337,16 @@ pub struct Roster {
     /// written while each member had a file of its own, which names nobody here.
     #[serde(default, deserialize_with = "calls_by_member")]
     calls: BTreeMap<String, Vec<String>>,
+    /// The formation's spend ceilings on all its members together, when its file sets any.
+    #[serde(default)]
+    pub spend: Option<RosterSpend>,
+}
+
+/// A formation's `spend.max_tokens` and `spend.max_usd`, as its roster carries them.
+#[derive(Deserialize, Debug, Clone, Copy, Default, PartialEq)]
+pub struct RosterSpend {
+    pub max_tokens: Option<u64>,
+    pub max_usd: Option<f64>,
 }
 
 fn calls_by_member<'de, D>(d: D) -> Result<BTreeMap<String, Vec<String>>, D::Error>

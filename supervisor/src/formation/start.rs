@@ -205,13 +205,20 @@ fn write_rosters(plan: &Plan, sessions: &[SessionId], dirs: &[PathBuf]) -> CliRe
         .filter(|m| !m.calls.is_empty())
         .map(|m| (m.name.clone(), Value::from(m.calls.clone())))
         .collect();
-    let roster = json!({
+    let mut roster = json!({
         "formation": f.name,
         "version": f.version,
         "entry": plan.members[plan.entry].name,
         "members": members,
         "calls": calls,
     });
+    // What `mur top` holds the formation's total against.
+    if f.spend.max_tokens.is_some() || f.spend.max_usd.is_some() {
+        roster["spend"] = json!({
+            "max_tokens": f.spend.max_tokens,
+            "max_usd": f.spend.max_usd.map(|u| u.dollars()),
+        });
+    }
     let Some((first, rest)) = dirs.split_first() else {
         return Ok(());
     };

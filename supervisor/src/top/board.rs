@@ -92,6 +92,19 @@ pub struct SessionView {
     pub delegations: Vec<Delegation>,
     /// The members this one may call, from its roster.
     pub callees: Vec<String>,
+    /// What its model calls used, from its `inference` records.
+    pub spent: Spent,
+    /// Its formation's ceilings on all members together, from its roster.
+    pub ceiling: Option<crate::records::RosterSpend>,
+}
+
+/// Tokens and dollars a session's calls used; whether a spend ceiling refused one.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Spent {
+    pub tokens: u64,
+    /// `None` while no call was priced.
+    pub usd: Option<f64>,
+    pub stopped: bool,
 }
 
 impl SessionView {
@@ -102,6 +115,8 @@ impl SessionView {
             calls: Vec::new(),
             delegations: Vec::new(),
             callees: Vec::new(),
+            spent: Spent::default(),
+            ceiling: None,
         }
     }
 
@@ -222,6 +237,10 @@ impl Board {
             self.ended.retain(|e| e.rec.session_id != rec.session_id);
             let mut view = SessionView::new();
             view.callees = callees(rec);
+            view.ceiling = crate::records::roster(&rec.records)
+                .ok()
+                .flatten()
+                .and_then(|r| r.spend);
             self.sessions.insert(rec.session_id.clone(), view);
         }
         if !self.ended.is_empty() {
@@ -360,7 +379,16 @@ impl Board {
                     o + rec["output_tokens"].as_u64().unwrap_or(0),
                 ));
                 t.turns = t.turns.max(rec["turn"].as_u64().unwrap_or(0) as u32);
+                // The gateway says what it counted; an http capsule's loop counts in and out.
+                view.spent.tokens += rec["counted_tokens"].as_u64().unwrap_or_else(|| {
+                    rec["input_tokens"].as_u64().unwrap_or(0)
+                        + rec["output_tokens"].as_u64().unwrap_or(0)
+                });
+                if let Some(usd) = rec["usd"].as_f64() {
+                    view.spent.usd = Some(view.spent.usd.unwrap_or(0.0) + usd);
+                }
             }
+            "spend_ceiling" => view.spent.stopped = true,
             "task_end" => {
                 if let Some(state) = ended_state(rec["status"].as_str().unwrap_or("")) {
                     let t = view.task(&task);
@@ -567,6 +595,13 @@ fn alert_text(kind: &str, rec: &Value) -> Option<String> {
             rec["exit_status"]
         ),
         "delivery_error" => format!("completion not delivered: {}", s("reason")),
+        "spend_ceiling" => format!(
+            "spend ceiling {} ({}): used {}, ceiling {}",
+            s("key"),
+            s("scope"),
+            s("used"),
+            s("ceiling")
+        ),
         _ => return None,
     })
 }

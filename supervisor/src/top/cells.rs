@@ -15,8 +15,8 @@ pub fn name_of(rec: &RunningCapsule) -> String {
 }
 
 /// The member table's columns, after the address.
-pub const MEMBER_COLUMNS: [&str; 8] = [
-    "CAPSULE", "STATE", "PID", "PORT", "UP", "RESTARTS", "QUEUED", "RUNNING",
+pub const MEMBER_COLUMNS: [&str; 9] = [
+    "CAPSULE", "STATE", "PID", "PORT", "UP", "RESTARTS", "QUEUED", "RUNNING", "SPENT",
 ];
 
 /// The task table's columns.
@@ -33,7 +33,7 @@ pub fn link_word(view: Option<&SessionView>) -> &'static str {
 }
 
 /// A member's cells, in [`MEMBER_COLUMNS`] order.
-pub fn member(p: &Placed, view: Option<&SessionView>, now_ms: i64) -> [String; 8] {
+pub fn member(p: &Placed, view: Option<&SessionView>, now_ms: i64) -> [String; 9] {
     let ended = view.is_some_and(|v| v.link == Link::Ended);
     let up = millis(&p.rec.started_at)
         .filter(|_| !ended)
@@ -53,7 +53,84 @@ pub fn member(p: &Placed, view: Option<&SessionView>, now_ms: i64) -> [String; 8
         restarts,
         view.map_or(0, SessionView::queued).to_string(),
         view.map_or(0, SessionView::running).to_string(),
+        view.map_or_else(|| "-".to_owned(), |v| spent(&v.spent)),
     ]
+}
+
+/// `3000 tok $0.0225`, `stopped` once a ceiling refused a call; `-` before any call.
+fn spent(s: &super::board::Spent) -> String {
+    if s.tokens == 0 && !s.stopped {
+        return "-".to_owned();
+    }
+    let mut out = format!("{} tok", s.tokens);
+    if let Some(usd) = s.usd {
+        out.push_str(&format!(" ${usd:.4}"));
+    }
+    if s.stopped {
+        out.push_str(" stopped");
+    }
+    out
+}
+
+/// Whether a spend ceiling stopped the member (its row is marked).
+pub fn stopped(view: Option<&SessionView>) -> bool {
+    view.is_some_and(|v| v.spent.stopped)
+}
+
+/// Each formation's total spend against its ceiling, and whether the ceiling is reached:
+/// `formation team: 3000 tokens of 2500 (ceiling reached)`. Formations without a ceiling show
+/// their total alone.
+pub fn spend(board: &Board) -> Vec<(String, bool)> {
+    let mut totals: Vec<(
+        String,
+        u64,
+        Option<f64>,
+        Option<crate::records::RosterSpend>,
+    )> = Vec::new();
+    for p in board.capsules() {
+        let (Some(formation), Some(view)) =
+            (p.rec.formation.as_deref(), board.session(&p.rec.session_id))
+        else {
+            continue;
+        };
+        let at = match totals.iter().position(|t| t.0 == formation) {
+            Some(i) => i,
+            None => {
+                totals.push((formation.to_owned(), 0, None, view.ceiling));
+                totals.len() - 1
+            }
+        };
+        let t = &mut totals[at];
+        t.3 = t.3.or(view.ceiling);
+        t.1 += view.spent.tokens;
+        if let Some(usd) = view.spent.usd {
+            t.2 = Some(t.2.unwrap_or(0.0) + usd);
+        }
+    }
+    totals
+        .into_iter()
+        .filter(|t| t.1 > 0 || t.3.is_some())
+        .map(|(name, tokens, usd, ceiling)| {
+            let mut line = format!("formation {}: {tokens} tokens", field(&name));
+            if let Some(usd) = usd {
+                line.push_str(&format!(", ${usd:.4}"));
+            }
+            let c = ceiling.unwrap_or_default();
+            let mut reached = false;
+            if let Some(max) = c.max_tokens {
+                reached |= tokens >= max;
+                line.push_str(&format!(" of {max} tokens"));
+            }
+            if let Some(max) = c.max_usd {
+                reached |= usd.unwrap_or(0.0) >= max;
+                line.push_str(&format!(" of ${max:.4}"));
+            }
+            if reached {
+                line.push_str(" (ceiling reached)");
+            }
+            (line, reached)
+        })
+        .collect()
 }
 
 /// A task's cells, in [`TASK_COLUMNS`] order.

@@ -55,7 +55,7 @@ pub fn draw(f: &mut Frame, board: &Board, view: &View, now_ms: i64) {
     .areas(area);
     f.render_widget(title_line(board, view, now_ms), title);
     draw_members(f, top, board, view, now_ms);
-    draw_calls(f, calls, board);
+    draw_calls(f, calls, board, view.color);
     draw_alerts(f, alerts, board, view);
     draw_tasks(f, tasks, board, view, now_ms);
     draw_tail(f, tail, board, view);
@@ -138,7 +138,7 @@ fn draw_members(f: &mut Frame, area: Rect, board: &Board, view: &View, now_ms: i
                 let mut row = Row::new(cells);
                 if selected.as_ref() == Some(&p.rec.session_id) {
                     row = row.style(selected_style());
-                } else if cells::link_word(view_of) == "unreachable" {
+                } else if cells::link_word(view_of) == "unreachable" || cells::stopped(view_of) {
                     row = row.style(mark(view.color, Color::Red));
                 }
                 rows.push(row);
@@ -157,6 +157,7 @@ fn draw_members(f: &mut Frame, area: Rect, board: &Board, view: &View, now_ms: i
         Constraint::Length(12),
         Constraint::Length(6),
         Constraint::Length(7),
+        Constraint::Min(10),
     ];
     let table = Table::new(rows, widths)
         .header(Row::new(header).style(Style::new().add_modifier(Modifier::BOLD)))
@@ -164,8 +165,16 @@ fn draw_members(f: &mut Frame, area: Rect, board: &Board, view: &View, now_ms: i
     f.render_widget(table, area);
 }
 
-fn draw_calls(f: &mut Frame, area: Rect, board: &Board) {
-    let mut lines: Vec<Line> = cells::calls(board).into_iter().map(Line::from).collect();
+fn draw_calls(f: &mut Frame, area: Rect, board: &Board, color: bool) {
+    // A formation's spend against its ceiling comes first; a ceiling reached is marked.
+    let mut lines: Vec<Line> = cells::spend(board)
+        .into_iter()
+        .map(|(line, reached)| match reached {
+            true => Line::from(Span::styled(line, mark(color, Color::Red))),
+            false => Line::from(line),
+        })
+        .collect();
+    lines.extend(cells::calls(board).into_iter().map(Line::from));
     let delegations = cells::delegations(board);
     if !delegations.is_empty() {
         lines.push(Line::from("delegations:"));

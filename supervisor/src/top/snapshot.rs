@@ -56,6 +56,11 @@ pub fn text(board: &Board, now_ms: i64) -> String {
         return out;
     }
     out.push_str(&members(board, now_ms));
+    // A formation's spend, when any of its members made a model call or it has a ceiling.
+    let spend: Vec<String> = cells::spend(board).into_iter().map(|(l, _)| l).collect();
+    if !spend.is_empty() {
+        section(&mut out, "Spend", spend);
+    }
     section(&mut out, "Calls", cells::calls(board));
     section(&mut out, "Delegations", cells::delegations(board));
     section(&mut out, "Tasks", tasks(board, now_ms));

@@ -195,3 +195,45 @@ fn a_model_call_adds_its_tokens_and_its_turn() {
     let t = &b.session("ses_a").unwrap().tasks[0];
     assert_eq!((t.state, t.turns), (TaskState::Failed, 3));
 }
+
+#[test]
+fn the_spend_of_each_member_and_of_its_formation_against_the_ceiling() {
+    let mut b = board();
+    for (session, counted, usd) in [("ses_a", 1500, 0.01), ("ses_b", 1500, 0.02)] {
+        b.apply_trace(
+            session,
+            &json!({"event_type": "inference", "task_id": "tsk_x", "turn": 1,
+            "input_tokens": 1000, "output_tokens": 500, "counted_tokens": counted, "usd": usd}),
+        );
+    }
+    b.sessions.get_mut("ses_a").unwrap().ceiling = Some(crate::records::RosterSpend {
+        max_tokens: Some(2500),
+        max_usd: None,
+    });
+    b.apply_trace(
+        "ses_b",
+        &json!({"event_type": "spend_ceiling", "task_id": "tsk_y", "scope": "formation",
+        "key": "spend.max_tokens of the formation split", "used": "3000 tokens",
+        "ceiling": "2500 tokens", "timestamp": "2026-12-01T10:00:09.000Z"}),
+    );
+    let a = b.session("ses_a").unwrap();
+    let member_b = b.session("ses_b").unwrap();
+    assert_eq!(
+        (a.spent.tokens, a.spent.stopped, member_b.spent.stopped),
+        (1500, false, true)
+    );
+    assert_eq!(
+        crate::top::cells::spend(&b),
+        [(
+            "formation split: 3000 tokens, $0.0300 of 2500 tokens (ceiling reached)".to_owned(),
+            true
+        )]
+    );
+    assert_eq!(
+        b.alerts.back().map(|a| a.what.as_str()),
+        Some(
+            "spend ceiling spend.max_tokens of the formation split (formation): used 3000 \
+             tokens, ceiling 2500 tokens"
+        )
+    );
+}
