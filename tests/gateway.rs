@@ -451,3 +451,63 @@ fn the_daily_ceiling_holds_across_a_kill_9_and_the_next_run() {
     drop(run);
     assert_nothing_left(&home, LONG);
 }
+
+#[test]
+fn garbage_errors_and_cut_streams_reach_the_cli_as_sent_and_are_metered_as_far_as_they_go() {
+    let home = Home::new();
+    let fake = provider();
+    let overloaded =
+        r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
+    let cut: Vec<String> = anthropic::text("", &["half an answ"], "end_turn", (1000, 500))
+        .into_iter()
+        .take(4)
+        .collect();
+    fake.script([
+        Reply::Raw("this is not the wire format".into()),
+        Reply::Status(529, vec![], overloaded.into()),
+        Reply::Stream(cut.clone()),
+    ]);
+    let path = manifest(&home, &fake, "garbage", "");
+    let run = Launch::start_env(&home, &path, &[], &env(&[]));
+    let id = run.start_task("call through trouble");
+    run.wait_task(&id, LONG, |s| s == "TASK_STATE_COMPLETED");
+    let harness = seen_by_harness(&home, &id);
+    assert_eq!(
+        harness["calls"],
+        json!([
+            [200, "this is not the wire format"],
+            [529, overloaded],
+            [200, cut.concat()]
+        ])
+    );
+    let calls: Vec<Value> = home
+        .trace(&run.session)
+        .into_iter()
+        .filter(|e| e["event_type"] == "inference")
+        .collect();
+    let figures: Vec<Value> = calls
+        .iter()
+        .map(|e| {
+            json!([
+                e["status"],
+                e["metered"],
+                e["counted_tokens"],
+                e["input_tokens"],
+                e["output_tokens"]
+            ])
+        })
+        .collect();
+    assert_eq!(
+        figures,
+        [
+            // No usage at all: counted as the max_tokens the request asked for.
+            json!([200, false, 64, 0, 0]),
+            // An error answer used nothing.
+            json!([529, false, 0, 0, 0]),
+            // Cut after message_start: what it reported so far.
+            json!([200, true, 1001, 1000, 1]),
+        ]
+    );
+    drop(run);
+    assert_nothing_left(&home, LONG);
+}
