@@ -1507,6 +1507,42 @@ fn a_fork_bomb_is_stopped_by_its_pids_limit(who: Who) {
 }
 as_root_and_as_a_user!(a_fork_bomb_is_stopped_by_its_pids_limit);
 
+/// Every attempt, not only the first two, runs in a cgroup of its own: the pool hands a cgroup
+/// an attempt before left back to the next keeper, which takes it again as it is (it once
+/// failed to make it anew, and from the third attempt on ran with no cgroup at all).
+fn every_attempt_runs_in_a_cgroup_of_its_own(who: Who) {
+    let home = row_home(who);
+    let manifest = home.write("murmur.yaml", &Fixture::default().yaml());
+    let (run, _) = launch_as(&home, &manifest, &[]);
+    for n in 1..=5 {
+        let task = run.start_task("@run grep -E ':(pids|memory):' /proc/self/cgroup");
+        let done = run.wait_task(&task, Duration::from_secs(60), |s| {
+            s == "TASK_STATE_COMPLETED" || s == "TASK_STATE_FAILED"
+        });
+        let said = done["artifacts"][0]["parts"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let cgroups: Value = serde_json::from_str(&said).unwrap_or_default();
+        let lines: Vec<&str> = cgroups["out"]
+            .as_str()
+            .unwrap_or_default()
+            .lines()
+            .collect();
+        assert!(!lines.is_empty(), "attempt {n}: {done}");
+        for line in lines {
+            let leaf = line.rsplit('/').next().unwrap_or_default();
+            assert!(
+                leaf.starts_with("murmur-"),
+                "attempt {n} is not in a cgroup of its own: {line}"
+            );
+        }
+    }
+    drop(run);
+    assert_nothing_left(&home, Duration::from_secs(60));
+}
+as_root_and_as_a_user!(every_attempt_runs_in_a_cgroup_of_its_own);
+
 fn a_memory_bomb_is_stopped_by_its_memory_limit(who: Who) {
     a_bomb_is_stopped_by_its_limit(
         who,

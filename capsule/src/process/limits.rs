@@ -165,7 +165,11 @@ fn make(
     controllers: &[Controller],
     limits: &Limits,
 ) -> std::io::Result<()> {
-    std::fs::create_dir(dir)?;
+    // A cgroup a keeper before left goes back to the pool as it is: taken again, not made.
+    match std::fs::create_dir(dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e),
+        _ => {}
+    }
     let filled = (|| {
         for c in controllers {
             match (c, v) {
