@@ -165,13 +165,15 @@ fn make(
     controllers: &[Controller],
     limits: &Limits,
 ) -> std::io::Result<()> {
-    // A cgroup a keeper before left goes back to the pool as it is: taken again, not made.
-    match std::fs::create_dir(dir) {
-        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(e),
-        _ => {}
-    }
+    // A cgroup a keeper before left goes back to the pool as it is, its limits set (a capsule's
+    // attempts all have the same): taken again, it is only joined.
+    let fresh = match std::fs::create_dir(dir) {
+        Ok(()) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => false,
+        Err(e) => return Err(e),
+    };
     let filled = (|| {
-        for c in controllers {
+        for c in controllers.iter().filter(|_| fresh) {
             match (c, v) {
                 (Controller::Pids, _) => write(dir, "pids.max", limits.pids)?,
                 (Controller::Memory, Version::V2) => {
@@ -180,9 +182,8 @@ fn make(
                     let _ = write(dir, "memory.swap.max", 0);
                 }
                 (Controller::Memory, Version::V1) => {
-                    // memsw may never be below the limit: raised first when the limit rises (a
-                    // cgroup taken again), lowered after it when it falls.
-                    let _ = write(dir, "memory.memsw.limit_in_bytes", limits.memory);
+                    // memsw may never be below the limit, and a new cgroup's are unlimited: the
+                    // limit first, then memsw (where swap is accounted) to match it.
                     write(dir, "memory.limit_in_bytes", limits.memory)?;
                     let _ = write(dir, "memory.memsw.limit_in_bytes", limits.memory);
                 }
@@ -190,7 +191,7 @@ fn make(
         }
         write(dir, "cgroup.procs", 0)
     })();
-    if filled.is_err() {
+    if filled.is_err() && fresh {
         let _ = std::fs::remove_dir(dir);
     }
     filled
