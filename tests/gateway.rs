@@ -511,3 +511,63 @@ fn garbage_errors_and_cut_streams_reach_the_cli_as_sent_and_are_metered_as_far_a
     drop(run);
     assert_nothing_left(&home, LONG);
 }
+
+/// A CLI logged in with an account sends its own credential: with no key in the gateway block,
+/// the gateway passes it on, and the attempt proves itself by the placeholder in
+/// `x-murmur-gateway-key` (`ANTHROPIC_CUSTOM_HEADERS`, as Claude Code sends it).
+#[test]
+fn an_account_login_passes_its_own_credential_through_the_gateway() {
+    let home = Home::new();
+    let fake = provider();
+    let script = home.write(
+        "own_credential.py",
+        r#"
+import json, os, urllib.request
+name, value = os.environ["ANTHROPIC_CUSTOM_HEADERS"].split(": ", 1)
+body = json.dumps({"model": "claude-sonnet-5", "max_tokens": 64, "stream": True,
+                   "messages": [{"role": "user", "content": "hi"}]}).encode()
+def call(headers):
+    req = urllib.request.Request(os.environ["ANTHROPIC_BASE_URL"] + "/v1/messages", data=body,
+        headers=dict({"content-type": "application/json", "x-api-key": "sk-ant-oat-own-login"}, **headers))
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+out = {"header": name, "key_in_env": "ANTHROPIC_API_KEY" in os.environ,
+       "with": call({name: value}), "without": call({})}
+open(os.environ["FIXTURE_STATE"] + "-gateway-" + os.environ["MURMUR_TASK_ID"] + ".json", "w").write(json.dumps(out))
+print("done")
+"#,
+    );
+    let path = home.write(
+        "login.yaml",
+        &format!(
+            "name: login\nversion: \"0.1.0\"\nartifacts:\n  - name: local/login\n    version: \"0.1.0\"\n    runtime: driver\n    gateway: {{ endpoint: \"http://127.0.0.1:{}\", api: anthropic }}\n    process:\n      command: [\"python3\", \"{}\"]\ninference:\n  transport: process\nlifecycle: {{ task_acceptance: queue, after_task: sleep, queue_depth: 2 }}\n",
+            fake.port,
+            script.display()
+        ),
+    );
+    let run = Launch::start_env(&home, &path, &[], &env(&[]));
+    let id = run.start_task("call with your own login");
+    run.wait_task(&id, LONG, |s| s == "TASK_STATE_COMPLETED");
+    let seen = seen_by_harness(&home, &id);
+    assert_eq!(
+        seen,
+        json!({"header": "x-murmur-gateway-key", "key_in_env": false, "with": 200, "without": 401})
+    );
+    let calls = fake.seen();
+    assert_eq!(
+        calls.len(),
+        1,
+        "the call without a placeholder never reached the provider"
+    );
+    assert_eq!(calls[0].header("x-api-key"), Some("sk-ant-oat-own-login"));
+    assert_eq!(
+        calls[0].header("x-murmur-gateway-key"),
+        None,
+        "the placeholder stays here"
+    );
+    drop(run);
+    assert_nothing_left(&home, LONG);
+}
