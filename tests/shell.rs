@@ -650,11 +650,13 @@ fn a_cancel_moves_a_foreground_command_to_the_background_and_names_it_word_for_w
     let path = manifest(&home, &fake, "[bash]", QUEUE);
     let run = launch(&home, &path);
     // The command answers twice when told to (a line on `go`), each time by a line in `went`:
-    // proof that it outlived what came before, which no wait for an absence can give.
+    // proof that it outlived what came before, which no wait for an absence can give. A round
+    // answers only a line it read: its open of `go` may still find the last round's writer
+    // there, and then reads the end of the file, not a line.
     let (go, went) = (home.root.join("go"), home.root.join("went"));
     nix::unistd::mkfifo(&go, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
     let marker = format!(
-        "for round in 1 2; do read line < {go}; echo $round >> {went}; done; exec sleep 30 # {}",
+        "for round in 1 2; do until read line < {go}; do :; done; echo $round >> {went}; done; exec sleep 30 # {}",
         home.root.display(),
         go = go.display(),
         went = went.display()
