@@ -314,10 +314,16 @@ impl Slot {
         if cgroup.empty() {
             free().push(self);
         } else {
-            let remove = move || cgroup.remove();
+            // A namespace's last processes are ended by the kernel just after its init: the
+            // cgroup is most often empty a moment later, and goes back to the pool then (making
+            // a new one costs a millisecond). One still busy past the bound is removed instead.
+            let back = move || match cgroup.emptied_within(REMOVE_WITHIN) {
+                true => free().push(self),
+                false => cgroup.remove(),
+            };
             match tokio::runtime::Handle::try_current() {
-                Ok(rt) => drop(rt.spawn_blocking(remove)),
-                Err(_) => remove(),
+                Ok(rt) => drop(rt.spawn_blocking(back)),
+                Err(_) => back(),
             }
         }
         reached
@@ -386,6 +392,18 @@ impl Cgroup {
                 .map(|p| p.trim().is_empty())
                 .unwrap_or(true)
         })
+    }
+
+    /// Whether it is empty, or becomes so within `bound` (looked at every millisecond).
+    fn emptied_within(&self, bound: Duration) -> bool {
+        let deadline = Instant::now() + bound;
+        while !self.empty() {
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        true
     }
 
     /// Removes it, once its last process is reaped (retried briefly; one still busy is left
