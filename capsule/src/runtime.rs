@@ -363,7 +363,15 @@ async fn run(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
             .set_nonblocking(true)
             .and_then(|()| tokio::net::TcpListener::from_std(l))
         {
-            Ok(l) => Some(tokio::spawn(g.serve(session.clone(), l))),
+            Ok(l) => {
+                let traced = session.clone();
+                let served = crate::gateway::Served {
+                    spend: session.spend.clone(),
+                    record: Arc::new(move |e| traced.trace.event(e)),
+                    going_down: session.shutdown.subscribe(),
+                };
+                Some(tokio::spawn(g.serve(served, l)))
+            }
             Err(e) => {
                 eprintln!("error: the model gateway's listener is unusable: {e}");
                 return exit::CANNOT_START;

@@ -45,7 +45,6 @@ pub use spend::{Counted, DailyCeiling, Scope, Shared, Spend, Stop, Who};
 
 use crate::ids::TaskId;
 use crate::inference::{Connection, Endpoint};
-use crate::session::Session;
 use crate::trace::{GatewayCall, TraceEvent};
 
 /// The most one connection buffers of what it reads and writes.
@@ -108,6 +107,19 @@ impl std::fmt::Debug for Secret {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Secret([redacted])")
     }
+}
+
+/// Writes one trace record: the session's trace, handed in by whoever serves the gateway (the
+/// gateway knows nothing of the session it belongs to).
+pub type Recorder = Arc<dyn Fn(TraceEvent) + Send + Sync>;
+
+/// What a served gateway works with: the session's spend scopes, its trace, and the signal
+/// that it is going down.
+#[derive(Clone)]
+pub struct Served {
+    pub spend: Arc<Spend>,
+    pub record: Recorder,
+    pub going_down: watch::Receiver<bool>,
 }
 
 /// One live attempt's entry.
@@ -233,9 +245,12 @@ impl Gateway {
         }
     }
 
-    /// Serves `listener` until the session goes down.
-    pub async fn serve(self: Arc<Self>, session: Arc<Session>, listener: TcpListener) {
-        let going_down = session.going_down();
+    /// Serves `listener` until `served.going_down` is set.
+    pub async fn serve(self: Arc<Self>, served: Served, listener: TcpListener) {
+        let mut down = served.going_down.clone();
+        let going_down = async move {
+            let _ = down.wait_for(|d| *d).await;
+        };
         tokio::pin!(going_down);
         loop {
             tokio::select! {
@@ -245,10 +260,10 @@ impl Gateway {
                         continue;
                     };
                     let _ = stream.set_nodelay(true);
-                    let (gateway, session) = (self.clone(), session.clone());
+                    let (gateway, served) = (self.clone(), served.clone());
                     let service = service_fn(move |req| {
-                        let (gateway, session) = (gateway.clone(), session.clone());
-                        async move { Ok::<_, Infallible>(gateway.handle(&session, req).await) }
+                        let (gateway, served) = (gateway.clone(), served.clone());
+                        async move { Ok::<_, Infallible>(gateway.handle(&served, req).await) }
                     });
                     tokio::spawn(async move {
                         let _ = http1::Builder::new()
@@ -263,7 +278,7 @@ impl Gateway {
         }
     }
 
-    async fn handle(&self, session: &Arc<Session>, req: Request<Incoming>) -> Answer {
+    async fn handle(&self, served: &Served, req: Request<Incoming>) -> Answer {
         let arrived = Instant::now();
         let api = self.upstream.api;
         // A wrong placeholder never reaches the provider, nor is its body read.
@@ -304,8 +319,8 @@ impl Gateway {
                     body = Bytes::from(json.to_string());
                 }
             }
-            if let Err(stop) = session.spend.check(&task_id, asked.model.as_deref()) {
-                return self.refuse_spend(session, &task_id, stop);
+            if let Err(stop) = served.spend.check(&task_id, asked.model.as_deref()) {
+                return self.refuse_spend(served, &task_id, stop);
             }
         }
         let mut forwarded = Request::builder().method(head.method).uri(path.as_str());
@@ -378,7 +393,7 @@ impl Gateway {
             .is_some_and(|t| t.starts_with("text/event-stream"));
         let metering = Metering {
             meter: Some(meter::Meter::new(api, sse)),
-            session: session.clone(),
+            served: served.clone(),
             task_id,
             turn,
             api,
@@ -395,8 +410,8 @@ impl Gateway {
         Response::from_parts(parts, Either::Right(body))
     }
 
-    fn refuse_spend(&self, session: &Session, task_id: &str, stop: Stop) -> Answer {
-        session.trace.event(TraceEvent::SpendCeiling {
+    fn refuse_spend(&self, served: &Served, task_id: &str, stop: Stop) -> Answer {
+        (served.record)(TraceEvent::SpendCeiling {
             task_id: TaskId::from_wire(task_id),
             scope: stop.scope.word(),
             key: stop.key.clone(),
@@ -404,7 +419,7 @@ impl Gateway {
             ceiling: stop.ceiling.clone(),
         });
         let sentence = stop.sentence.clone();
-        session.spend.stopped_task(task_id, stop);
+        served.spend.stopped_task(task_id, stop);
         self.stop_attempts_of(task_id);
         refusal(self.upstream.api, ErrorKind::Spend, &sentence)
     }
@@ -432,7 +447,7 @@ fn hex(bytes: &[u8]) -> String {
 /// A call being metered, recorded once its answer ends (or is dropped).
 struct Metering {
     meter: Option<meter::Meter>,
-    session: Arc<Session>,
+    served: Served,
     task_id: String,
     turn: u32,
     api: Api,
@@ -457,12 +472,12 @@ impl Metering {
             .unwrap_or_else(|| "unknown".into());
         let (counted, metered) = match (&usage, ok) {
             (Some(u), _) => (
-                Some(self.session.spend.record(&self.task_id, &model, Some(u), 0)),
+                Some(self.served.spend.record(&self.task_id, &model, Some(u), 0)),
                 true,
             ),
             (None, true) => (
                 Some(
-                    self.session
+                    self.served
                         .spend
                         .record(&self.task_id, &model, None, self.asked.max_tokens),
                 ),
@@ -471,7 +486,7 @@ impl Metering {
             (None, false) => (None, false),
         };
         let u = usage.unwrap_or_default();
-        self.session.trace.event(TraceEvent::Inference {
+        (self.served.record)(TraceEvent::Inference {
             task_id: TaskId::from_wire(&self.task_id),
             turn: self.turn,
             provider: self.api.word(),

@@ -400,20 +400,15 @@ fn tokens_within(
     ceiling: u64,
     key: &str,
 ) -> Result<(), Stop> {
-    if used < ceiling {
-        return Ok(());
-    }
-    let whose = scope.named(formation);
-    Err(Stop {
+    // The sentence names the unit once: "used 3000 tokens, and its ceiling is 2000".
+    let said = |n: u64| format!("{n} tokens");
+    under(
         scope,
-        key: key.to_owned(),
-        used: format!("{used} tokens"),
-        ceiling: format!("{ceiling} tokens"),
-        sentence: format!(
-            "a spend ceiling stopped it: {whose} used {used} tokens, and its ceiling is \
-             {ceiling} ({key})"
-        ),
-    })
+        formation,
+        (used, ceiling),
+        key,
+        (said, |n: u64| n.to_string()),
+    )
 }
 
 fn usd_within(
@@ -423,18 +418,34 @@ fn usd_within(
     ceiling: Usd,
     key: &str,
 ) -> Result<(), Stop> {
+    let said = |u: Usd| u.to_string();
+    under(scope, formation, (used, ceiling), key, (said, said))
+}
+
+/// `used` against `ceiling`: the [`Stop`] once the ceiling is reached, each figure said by
+/// `said`, and the ceiling in the sentence by `in_sentence`.
+fn under<T: PartialOrd + Copy>(
+    scope: Scope,
+    formation: Option<&str>,
+    (used, ceiling): (T, T),
+    key: &str,
+    (said, in_sentence): (impl Fn(T) -> String, impl Fn(T) -> String),
+) -> Result<(), Stop> {
     if used < ceiling {
         return Ok(());
     }
     let whose = scope.named(formation);
+    let sentence = format!(
+        "a spend ceiling stopped it: {whose} used {}, and its ceiling is {} ({key})",
+        said(used),
+        in_sentence(ceiling)
+    );
     Err(Stop {
         scope,
         key: key.to_owned(),
-        used: used.to_string(),
-        ceiling: ceiling.to_string(),
-        sentence: format!(
-            "a spend ceiling stopped it: {whose} used {used}, and its ceiling is {ceiling} ({key})"
-        ),
+        used: said(used),
+        ceiling: said(ceiling),
+        sentence,
     })
 }
 
