@@ -385,8 +385,21 @@ fn a_formation_ceiling_stops_every_member() {
     assert_eq!(spend["rows"][0]["formation"], "team");
     assert_eq!(spend["rows"][0]["member"], "a");
     assert_eq!(spend["total"]["tokens"], 3000);
+    let counters = home.home.join("spend/formations");
+    assert_eq!(
+        std::fs::read_dir(&counters).unwrap().count(),
+        1,
+        "the launch's counter"
+    );
     drop(run);
     assert_nothing_left(&home, LONG);
+    // The launch's own total goes with it; its calls stay in the ledger.
+    assert_eq!(std::fs::read_dir(&counters).unwrap().count(), 0);
+    let (_, out, _) = home.run(&["spend", "--json"]);
+    assert_eq!(
+        serde_json::from_str::<Value>(&out).unwrap()["total"]["tokens"],
+        3000
+    );
 }
 
 /// A task sent to a formation member's door with its operator token; answers its id.
@@ -433,8 +446,15 @@ fn the_daily_ceiling_holds_across_a_kill_9_and_the_next_run() {
     assert_nothing_left(&home, LONG);
     drop(run);
 
+    // A formation launch killed the same way leaves its counter: the next launch removes it.
+    let stale = home
+        .home
+        .join("spend/formations/ses_01a2000000007000800000000000dead.total");
+    std::fs::create_dir_all(stale.parent().unwrap()).unwrap();
+    std::fs::write(&stale, [0u8; 16]).unwrap();
     // The next run counts from what the ledger holds: its first call is refused.
     let run = Launch::start_env(&home, &path, &[], &env(&daily));
+    assert!(!stale.exists(), "the dead launch's counter was left");
     let id = run.start_task("spend more");
     let task = run.wait_task(&id, LONG, |s| s == "TASK_STATE_FAILED");
     assert_eq!(status_text(&task), sentence);
@@ -567,6 +587,102 @@ print("done")
         calls[0].header("x-murmur-gateway-key"),
         None,
         "the placeholder stays here"
+    );
+    drop(run);
+    assert_nothing_left(&home, LONG);
+}
+
+#[test]
+fn bad_spend_arguments_and_variables_are_refused_saying_how_to_fix_them() {
+    let home = Home::new();
+    let (code, out, err) = home.run(&["spend", "--day", "yesterday"]);
+    assert_eq!((code, out.as_str()), (1, ""));
+    assert_eq!(
+        err,
+        "error[E-CLI-030]: --day \"yesterday\" is not a day\n  hint: write the UTC day as \
+         YYYY-MM-DD, e.g. --day 2026-12-03\n"
+    );
+    let said = |var: &str, value: &str, args: &[&str]| {
+        let out = home
+            .mur()
+            .env(var, value)
+            .env("REAL_ANTHROPIC_KEY", REAL_KEY)
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let usd = "error[E-CLI-030]: MURMUR_SPEND_DAILY_USD is \"ten\": write a number of US dollars \
+               above 0, e.g. 20\n  hint: fix the variable, or unset it\n";
+    assert_eq!(
+        said("MURMUR_SPEND_DAILY_USD", "ten", &["spend"]),
+        (Some(1), usd.to_owned())
+    );
+    // `mur run` refuses it before anything starts: no record, no process.
+    let fake = provider();
+    let path = manifest(&home, &fake, "never", "");
+    let manifest_arg = path.display().to_string();
+    assert_eq!(
+        said(
+            "MURMUR_SPEND_DAILY_TOKENS",
+            "0",
+            &["run", "--manifest", &manifest_arg]
+        ),
+        (
+            Some(1),
+            "error[E-CLI-030]: MURMUR_SPEND_DAILY_TOKENS is \"0\": write a whole number of \
+             tokens above 0, e.g. 5000000\n  hint: fix the variable, or unset it\n"
+                .to_owned()
+        )
+    );
+    assert!(
+        !home.home.join("run").exists()
+            || std::fs::read_dir(home.home.join("run")).unwrap().count() == 0
+    );
+    assert!(fake.seen().is_empty());
+    assert_nothing_left(&home, LONG);
+}
+
+#[test]
+fn a_provider_that_cannot_be_reached_is_a_502_in_the_providers_format_naming_it() {
+    let home = Home::new();
+    // A port that was bound and let go: nothing listens there.
+    let gone = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = gone.local_addr().unwrap().port();
+    drop(gone);
+    let fake = provider();
+    let text = std::fs::read_to_string(manifest(&home, &fake, "unreached", "")).unwrap();
+    let path = home.write(
+        "unreached.yaml",
+        &text.replace(
+            &format!("127.0.0.1:{}", fake.port),
+            &format!("127.0.0.1:{port}"),
+        ),
+    );
+    let run = Launch::start_env(&home, &path, &[], &env(&[("CALLS", "1".into())]));
+    let id = run.start_task("call a provider that is not there");
+    run.wait_task(&id, LONG, |s| s == "TASK_STATE_COMPLETED");
+    let harness = seen_by_harness(&home, &id);
+    assert_eq!(harness["calls"][0][0], 502);
+    let body: Value = serde_json::from_str(harness["calls"][0][1].as_str().unwrap()).unwrap();
+    assert_eq!(body["type"], "error");
+    assert_eq!(body["error"]["type"], "api_error");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(&format!(
+            "murmur's model gateway could not reach 127.0.0.1:{port}: 127.0.0.1:{port}: "
+        )),
+        "{message}"
+    );
+    assert!(!message.contains(REAL_KEY));
+    // No answer, nothing used: no call is counted.
+    let (_, out, _) = home.run(&["spend", "--json"]);
+    assert_eq!(
+        serde_json::from_str::<Value>(&out).unwrap()["total"]["calls"],
+        0
     );
     drop(run);
     assert_nothing_left(&home, LONG);

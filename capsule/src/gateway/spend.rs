@@ -73,20 +73,29 @@ impl DailyCeiling {
 
     /// Read from the environment; a value that does not read is an error naming it.
     pub fn from_env() -> Result<DailyCeiling, String> {
-        let read = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
-        let tokens = read(Self::TOKENS)
-            .map(|v| {
-                v.trim().parse::<u64>().map_err(|_| {
-                    format!(
-                        "{} is {v:?}: write a whole number of tokens, e.g. 5000000",
-                        Self::TOKENS
-                    )
-                })
+        let read = |name: &str| std::env::var(name).ok();
+        DailyCeiling::parse(read(Self::TOKENS).as_deref(), read(Self::USD).as_deref())
+    }
+
+    /// The two variables' values (unset or blank: no ceiling).
+    pub fn parse(tokens: Option<&str>, usd: Option<&str>) -> Result<DailyCeiling, String> {
+        let set = |v: Option<&str>| {
+            v.map(str::trim)
+                .filter(|v| !v.is_empty())
+                .map(str::to_owned)
+        };
+        let tokens = set(tokens)
+            .map(|v| match v.parse::<u64>() {
+                Ok(n) if n > 0 => Ok(n),
+                _ => Err(format!(
+                    "{} is {v:?}: write a whole number of tokens above 0, e.g. 5000000",
+                    Self::TOKENS
+                )),
             })
             .transpose()?;
-        let usd = read(Self::USD)
-            .map(|v| match v.trim().parse::<f64>() {
-                Ok(d) if d.is_finite() && d > 0.0 => Ok(Usd::from_dollars(d)),
+        let usd = set(usd)
+            .map(|v| match v.parse::<f64>() {
+                Ok(d) if d.is_finite() && d > 0.0 && d < 1e9 => Ok(Usd::from_dollars(d)),
                 _ => Err(format!(
                     "{} is {v:?}: write a number of US dollars above 0, e.g. 20",
                     Self::USD
@@ -547,6 +556,41 @@ mod tests {
             "a spend ceiling stopped it: the session used $1.0000, and its ceiling is $1.0000 \
              (spend.max_usd)"
         );
+    }
+
+    #[test]
+    fn the_daily_variables_are_read_or_refused_saying_what_to_write() {
+        assert_eq!(
+            DailyCeiling::parse(Some(" 5000 "), Some("2.5")),
+            Ok(DailyCeiling {
+                tokens: Some(5000),
+                usd: Some(Usd::from_dollars(2.5))
+            })
+        );
+        assert_eq!(
+            DailyCeiling::parse(None, Some("  ")),
+            Ok(DailyCeiling::default())
+        );
+        assert_eq!(
+            DailyCeiling::parse(Some("lots"), None),
+            Err(
+                "MURMUR_SPEND_DAILY_TOKENS is \"lots\": write a whole number of tokens above 0, \
+                 e.g. 5000000"
+                    .to_owned()
+            )
+        );
+        assert_eq!(
+            DailyCeiling::parse(Some("0"), None).unwrap_err(),
+            "MURMUR_SPEND_DAILY_TOKENS is \"0\": write a whole number of tokens above 0, e.g. 5000000"
+        );
+        for bad in ["-1", "nan", "inf", "$5"] {
+            assert_eq!(
+                DailyCeiling::parse(None, Some(bad)).unwrap_err(),
+                format!(
+                    "MURMUR_SPEND_DAILY_USD is {bad:?}: write a number of US dollars above 0, e.g. 20"
+                )
+            );
+        }
     }
 
     #[test]

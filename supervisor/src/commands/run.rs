@@ -119,6 +119,10 @@ fn workdir(dir: Option<&Path>) -> CliResult<PathBuf> {
 
 pub async fn run(args: RunArgs) -> CliResult<i32> {
     let plan = Plan::runnable(&args.manifest)?;
+    // Every capsule reads the daily ceilings; one that does not read stops the launch here,
+    // before anything starts, rather than each capsule at its start.
+    capsule::gateway::DailyCeiling::from_env()
+        .map_err(|why| CliError::new(Code::BadArgument, why, "fix the variable, or unset it"))?;
     if args.task.is_some() {
         takes_the_task(&plan)?;
     }

@@ -1,6 +1,7 @@
 //! `mur spend [--day YYYY-MM-DD] [--json]`: the machine's spend ledger for one UTC day (today
 //! by default), summed per formation, member and model, against the daily ceilings
-//! (docs/keys-and-spend.md).
+//! (docs/keys-and-spend.md). The model's name is what the provider (or the harness's request)
+//! said: every name is printed through `terminal::field`.
 
 use std::collections::BTreeMap;
 
@@ -12,6 +13,7 @@ use capsule::manifest::Usd;
 
 use crate::error::{CliError, CliResult, Code};
 use crate::records;
+use crate::terminal::field;
 
 /// One row: what one member (or lone capsule) spent on one model.
 #[derive(Default)]
@@ -124,7 +126,7 @@ fn as_text(day: &str, rows: &BTreeMap<Key, Row>, total: &Row, ceiling: DailyCeil
             formation = Some(f.as_str());
             match f.is_empty() {
                 true => out.push_str("capsules launched alone\n"),
-                false => out.push_str(&format!("formation {f}\n")),
+                false => out.push_str(&format!("formation {}\n", field(f))),
             }
         }
         let unmetered = match r.unmetered {
@@ -132,7 +134,9 @@ fn as_text(day: &str, rows: &BTreeMap<Key, Row>, total: &Row, ceiling: DailyCeil
             n => format!(" ({n} unmetered)"),
         };
         out.push_str(&format!(
-            "  {who}  {model}  {} tokens ({} in, {} out, {} cache read, {} cache write)  {}  {} calls{unmetered}\n",
+            "  {}  {}  {} tokens ({} in, {} out, {} cache read, {} cache write)  {}  {} calls{unmetered}\n",
+            field(who),
+            field(model),
             r.tokens, r.input, r.output, r.cache_read, r.cache_write, usd_shown(r.usd), r.calls
         ));
     }

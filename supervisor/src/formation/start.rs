@@ -88,7 +88,9 @@ pub async fn run(plan: Plan, opts: Options) -> CliResult<i32> {
     let minted = wire::mint(&plan);
     let cleanup = Cleanup {
         sessions: sessions.iter().map(|s| s.to_string()).collect(),
+        spend_counter: formation_spend(&plan, &sessions[plan.entry]).map(|f| f.counter),
     };
+    sweep_spend_counters();
     let configs = match write_credentials(&plan, &opts, &sessions, &dirs, &urls, &minted) {
         Ok(c) => c,
         Err(e) => {
@@ -145,6 +147,9 @@ pub async fn run(plan: Plan, opts: Options) -> CliResult<i32> {
 /// The session files a launch leaves in `run/` until it ends: records, tokens and wiring.
 struct Cleanup {
     sessions: Vec<String>,
+    /// The formation's spend counter: its figures are in the ledger; the launch's own total
+    /// goes with the launch.
+    spend_counter: Option<PathBuf>,
 }
 
 impl Cleanup {
@@ -153,6 +158,27 @@ impl Cleanup {
             let _ = std::fs::remove_file(records::record_path(s));
             tokens::remove(s);
             wire::remove_wiring(s);
+        }
+        if let Some(counter) = &self.spend_counter {
+            let _ = std::fs::remove_file(counter);
+        }
+    }
+}
+
+/// Removes the spend counters of formation launches that no longer run (a `kill -9` of their
+/// `mur run` left them): each is named for its entry's session, whose running record is gone.
+fn sweep_spend_counters() {
+    let dir = capsule::gateway::ledger::folder(&records::home()).join("formations");
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(session) = name.to_str().and_then(|n| n.strip_suffix(".total")) else {
+            continue;
+        };
+        if !records::record_path(session).exists() {
+            let _ = std::fs::remove_file(e.path());
         }
     }
 }
