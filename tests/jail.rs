@@ -18,6 +18,8 @@
 //! This machine grants namespaces (CI runs here too); a kernel that refuses them fails these
 //! tests rather than skipping them, since the walls would then not be there.
 
+#[path = "support/fake_provider.rs"]
+mod fake_provider;
 mod support;
 
 use std::io::{Read, Write};
@@ -243,8 +245,19 @@ fn jailed_as(
     extra: &str,
     env: &[(&str, String)],
 ) -> Launch {
+    jailed_edited(home, manifest, extra, env, &|yaml| yaml)
+}
+
+/// [`jailed_as`], the fixture's manifest changed by `edit` first.
+fn jailed_edited(
+    home: &Home,
+    manifest: Option<PathBuf>,
+    extra: &str,
+    env: &[(&str, String)],
+    edit: &dyn Fn(String) -> String,
+) -> Launch {
     let manifest = manifest.unwrap_or_else(|| home.root.join("murmur.yaml"));
-    let mut yaml = format!("{}{extra}", Fixture::default().yaml());
+    let mut yaml = edit(format!("{}{extra}", Fixture::default().yaml()));
     if home.user.is_some() {
         yaml = yaml.replace(
             &fixture().display().to_string(),
@@ -1552,6 +1565,85 @@ fn a_memory_bomb_is_stopped_by_its_memory_limit(who: Who) {
     );
 }
 as_root_and_as_a_user!(a_memory_bomb_is_stopped_by_its_memory_limit);
+
+/// The provider's key stays with the capsule's model gateway (docs/keys-and-spend.md): the
+/// harness, whose run-wide allow list even names the key's variables, finds it in no variable,
+/// no `/proc/*/environ` it can read and no file of its home or work folder, while its call
+/// through the gateway reaches the provider with the real key.
+fn the_providers_key_is_out_of_the_harnesss_reach(who: Who) {
+    const KEY: &str = "sk-ant-jail-never-in-reach-93c1";
+    let home = row_home(who);
+    let fake = fake_provider::Fake::start_with(|_| {
+        fake_provider::Reply::Stream(fake_provider::anthropic::text(
+            "",
+            &["hi"],
+            "end_turn",
+            (3, 2),
+        ))
+    });
+    let gateway = format!(
+        "    gateway: {{ endpoint: \"http://127.0.0.1:{}\", api_key: \"${{JAIL_PROVIDER_KEY}}\", api: anthropic }}\n    process:",
+        fake.port
+    );
+    let run = jailed_edited(
+        &home,
+        None,
+        "",
+        &[
+            ("JAIL_PROVIDER_KEY", KEY.to_owned()),
+            ("ANTHROPIC_API_KEY", KEY.to_owned()),
+            (
+                "MURMUR_HARNESS_ENV",
+                "JAIL_PROVIDER_KEY ANTHROPIC_API_KEY".to_owned(),
+            ),
+        ],
+        &|yaml| yaml.replacen("    process:", &gateway, 1),
+    );
+    let reversed: String = KEY.chars().rev().collect();
+    let said = harness_python(
+        &run,
+        &format!(
+            r#"
+import json, os, urllib.request
+real = "{reversed}"[::-1].encode()
+reach = [k for k, v in os.environ.items() if real in v.encode()]
+for pid in os.listdir("/proc"):
+    if pid.isdigit():
+        try:
+            if real in open(f"/proc/{{pid}}/environ", "rb").read():
+                reach.append(f"/proc/{{pid}}/environ")
+        except OSError:
+            pass
+for top in [os.getcwd(), os.environ.get("HOME", "/nonexistent")]:
+    for root, dirs, files in os.walk(top):
+        for f in files:
+            try:
+                if real in open(os.path.join(root, f), "rb").read():
+                    reach.append(os.path.join(root, f))
+            except OSError:
+                pass
+req = urllib.request.Request(os.environ["ANTHROPIC_BASE_URL"] + "/v1/messages",
+    data=json.dumps({{"model": "m", "max_tokens": 8, "stream": True,
+                      "messages": [{{"role": "user", "content": "hi"}}]}}).encode(),
+    headers={{"x-api-key": os.environ["ANTHROPIC_API_KEY"], "content-type": "application/json"}})
+with urllib.request.urlopen(req, timeout=30) as r:
+    status = r.status
+print(json.dumps({{"reach": reach, "status": status,
+                  "placeholder": os.environ["ANTHROPIC_API_KEY"].startswith("mur_gw_")}}))
+"#
+        ),
+    );
+    assert_eq!(
+        said,
+        serde_json::json!({"reach": [], "status": 200, "placeholder": true})
+    );
+    let seen = fake.seen();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].header("x-api-key"), Some(KEY));
+    drop(run);
+    assert_nothing_left(&home, Duration::from_secs(60));
+}
+as_root_and_as_a_user!(the_providers_key_is_out_of_the_harnesss_reach);
 
 /// The harness, root here, tries to lift its own pids limit and to leave its cgroup for the
 /// capsule's: /sys/fs/cgroup is read-only in its mount namespace, so it can do neither.
