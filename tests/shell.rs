@@ -695,7 +695,17 @@ fn a_cancel_moves_a_foreground_command_to_the_background_and_names_it_word_for_w
     );
     // The cancel ended nothing: the command runs on, and answers after it.
     assert!(answers(1), "the cancel ended the command");
-    let ended = run.wait_task(&id, LONG, |s| s == "TASK_STATE_CANCELED");
+    // The task is canceled at once; its loop's ending, which names what it leaves running,
+    // comes once the loop has stopped (after its task_end record): waited for, bounded.
+    let mut ended = Value::Null;
+    assert!(
+        wait_until(LONG, || {
+            ended = run.rpc("GetTask", json!({"id": id}))["result"].clone();
+            ended["status"]["state"] == "TASK_STATE_CANCELED"
+                && !ended["metadata"]["murmur"]["runningCommands"].is_null()
+        }),
+        "the canceled task never named what it leaves running: {ended}"
+    );
     assert_eq!(
         ended["metadata"]["murmur"]["runningCommands"][0]["workId"],
         work_id.as_str()
