@@ -137,20 +137,17 @@ impl Bounded {
 /// Makes the attempt's cgroup `leaf` (or takes it as a keeper before left it) and moves this
 /// process into it; answers what it bounds.
 fn join_cgroup(limits: &Limits, leaf: &str) -> Vec<Controller> {
-    let own = own_cgroups();
+    let parents = parents();
     let mut bounded: Vec<Controller> = Vec::new();
-    if let Some(dir) = v2_parent(&own) {
+    if let Some(dir) = &parents.v2 {
         if make(&dir.join(leaf), Version::V2, &Controller::BOTH, limits).is_ok() {
             bounded.extend(Controller::BOTH);
         }
     }
     if bounded.is_empty() {
-        for c in Controller::BOTH {
-            let Some(parent) = v1_parent(&own, c) else {
-                continue;
-            };
-            if make(&parent.join(leaf), Version::V1, &[c], limits).is_ok() {
-                bounded.push(c);
+        for (c, parent) in &parents.v1 {
+            if make(&parent.join(leaf), Version::V1, &[*c], limits).is_ok() {
+                bounded.push(*c);
             }
         }
     }
@@ -189,12 +186,25 @@ fn make(
                 }
             }
         }
-        write(dir, "cgroup.procs", 0)
+        write(dir, join_file(v), 0)
     })();
     if filled.is_err() && fresh {
         let _ = std::fs::remove_dir(dir);
     }
     filled
+}
+
+/// The file a process writes 0 to to join a cgroup. In v1, `tasks`: it moves the calling thread
+/// alone, which the kernel does without its global threadgroup lock, whereas `cgroup.procs` takes
+/// that lock for writing and so waits for an RCU grace period each time the lock has been idle
+/// for one: 5–17 ms on a busy 2-core machine against 0.4 ms (BENCHMARKS.md). The keeper is
+/// single-threaded when it joins (it unshares a user namespace next, which requires it), so its
+/// one thread is the whole process. v2's `cgroup.threads` would need a threaded cgroup.
+fn join_file(v: Version) -> &'static str {
+    match v {
+        Version::V1 => "tasks",
+        Version::V2 => "cgroup.procs",
+    }
 }
 
 fn write(dir: &Path, file: &str, value: u64) -> std::io::Result<()> {
@@ -209,6 +219,30 @@ fn set_rlimit(resource: libc::__rlimit_resource_t, value: u64) {
     // SAFETY: setrlimit reads the one struct it is given. Lowering a limit does not fail for a
     // process that holds it; if it did, the attempt would run with the limit it inherited.
     unsafe { libc::setrlimit(resource, &limit) };
+}
+
+/// Where this process makes its attempts' cgroups: its own v2 cgroup where it delegates both
+/// controllers, and its cgroup in each v1 hierarchy that is mounted.
+#[derive(Debug)]
+struct Parents {
+    v2: Option<PathBuf>,
+    v1: Vec<(Controller, PathBuf)>,
+}
+
+/// [`Parents`], found once: a capsule's own cgroup stays where it was started, and settling an
+/// attempt is on its task's path.
+fn parents() -> &'static Parents {
+    static PARENTS: std::sync::OnceLock<Parents> = std::sync::OnceLock::new();
+    PARENTS.get_or_init(|| {
+        let own = own_cgroups();
+        Parents {
+            v2: v2_parent(&own),
+            v1: Controller::BOTH
+                .iter()
+                .filter_map(|c| Some((*c, v1_parent(&own, *c)?)))
+                .collect(),
+        }
+    })
 }
 
 /// This process's cgroups, from /proc/self/cgroup: `(controllers, path)` per hierarchy
@@ -340,17 +374,20 @@ pub fn close() {
 impl Cgroup {
     /// In the capsule: the folders of its cgroup `leaf`, where a keeper made them.
     fn named(leaf: &str) -> Cgroup {
-        let own = own_cgroups();
+        let parents = parents();
         let mut dirs = Vec::new();
-        if let Some(dir) = v2_parent(&own).map(|d| d.join(leaf)).filter(|d| d.is_dir()) {
+        if let Some(dir) = parents
+            .v2
+            .as_ref()
+            .map(|d| d.join(leaf))
+            .filter(|d| d.is_dir())
+        {
             dirs.push((Controller::BOTH.to_vec(), Version::V2, dir));
         } else {
-            for c in Controller::BOTH {
-                if let Some(dir) = v1_parent(&own, c)
-                    .map(|d| d.join(leaf))
-                    .filter(|d| d.is_dir())
-                {
-                    dirs.push((vec![c], Version::V1, dir));
+            for (c, parent) in &parents.v1 {
+                let dir = parent.join(leaf);
+                if dir.is_dir() {
+                    dirs.push((vec![*c], Version::V1, dir));
                 }
             }
         }
@@ -421,10 +458,9 @@ impl Cgroup {
 /// Removes what attempts of capsules that are gone left: empty `murmur-<capsule>-<n>` cgroups
 /// whose capsule no longer runs. Called once per capsule, at its first attempt.
 pub fn sweep() {
-    let own = own_cgroups();
-    let mut parents: Vec<PathBuf> = v2_parent(&own).into_iter().collect();
-    parents.extend(Controller::BOTH.iter().filter_map(|c| v1_parent(&own, *c)));
-    for parent in parents {
+    let found = parents();
+    let v1 = found.v1.iter().map(|(_, dir)| dir);
+    for parent in found.v2.iter().chain(v1) {
         let Ok(entries) = std::fs::read_dir(&parent) else {
             continue;
         };
