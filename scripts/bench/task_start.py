@@ -4,12 +4,16 @@
 
 One run, on this machine, of the same no-op harness (`date +%s%N`: it prints the moment it runs
 and exits, so the task's answer says when the harness process was running):
-1. mur, namespace mode (the jail: user, mount, PID and network namespaces, the files wall, the
-   ways out handed to the capsule): blocking SendMessages, one after another;
+1. mur, namespace mode (the jail: user, mount, PID, network, IPC and UTS namespaces, the files
+   wall, the limits, the ways out handed to the capsule): blocking SendMessages, one after
+   another;
 2. mur, fallback mode (no namespaces), the same;
-3. a bare `unshare --user --map-current-user --pid --fork --mount --mount-proc --net date` loop;
-4. a bare posix_spawn + wait loop of `date` (Python's subprocess).
-The four are interleaved in chunks (mur, mur, unshare, spawn, again and again), so a load that
+3. a bare `unshare --user --map-current-user --pid --fork --mount --mount-proc --net --ipc --uts
+   date` loop: the namespaces every jailed attempt gets, so the physical limit the rates are
+   measured against;
+4. the same loop without `--ipc --uts`, the limit as it was measured before the jail had them;
+5. a bare posix_spawn + wait loop of `date` (Python's subprocess).
+The five are interleaved in chunks (mur, mur, unshare, unshare, spawn, again and again), so a load that
 comes and goes on a shared machine falls on all of them alike: compare the ratios.
 Per row: ms per task and tasks per second (sequential), the rate as a fraction of the unshare
 loop's, mur's overhead over each loop in ms, and the task start latency (median and p90): from
@@ -127,6 +131,9 @@ class Loop:
         pass
 
 
+LIMIT = "unshare --user --pid --mount --mount-proc --net --ipc --uts date"
+
+
 def pct(xs, q):
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(len(xs) * q))]
@@ -146,9 +153,10 @@ def main():
             rows["before: mur, fallback mode"] = Mur("fallback", tmp, before, "-before")
         rows["mur, namespace mode (the jail)"] = Mur("namespaces", tmp)
         rows["mur, fallback mode"] = Mur("fallback", tmp)
-        rows["unshare --user --pid --mount --mount-proc --net date"] = Loop(
-            ["unshare", "--user", "--map-current-user", "--pid", "--fork", "--mount",
-             "--mount-proc", "--net", "date", "+%s%N"])
+        bare = ["unshare", "--user", "--map-current-user", "--pid", "--fork", "--mount",
+                "--mount-proc", "--net"]
+        rows[LIMIT] = Loop(bare + ["--ipc", "--uts", "date", "+%s%N"])
+        rows["unshare … --net date (no --ipc --uts)"] = Loop(bare + ["date", "+%s%N"])
         rows["posix_spawn + wait of date"] = Loop(["date", "+%s%N"])
         results = {name: [] for name in rows}
         for what in rows.values():
@@ -164,7 +172,7 @@ def main():
             what.stop()
         shutil.rmtree(tmp, ignore_errors=True)
     per = {name: sum(t for t, _ in r) / len(r) for name, r in results.items()}
-    unshare = per["unshare --user --pid --mount --mount-proc --net date"]
+    unshare = per[LIMIT]
     spawn = per["posix_spawn + wait of date"]
     print(f"{rounds} sequential tasks each, interleaved in chunks of {chunk}; the harness is "
           f"`date +%s%N` (a no-op that says when it ran)")
