@@ -36,10 +36,11 @@ fn get(run: &Launch, id: &str) -> Value {
     r["result"].clone()
 }
 
-/// The status message of a terminal task that said something.
-fn said(task: &Value, text: &str) -> Value {
+/// The status message of a terminal task that said something (`kind` "status"), or of a task
+/// waiting in TASK_STATE_INPUT_REQUIRED: its question (`kind` "prompt").
+fn said(task: &Value, kind: &str, text: &str) -> Value {
     let id = id_of(task);
-    json!({"messageId": format!("msg_{id}_status"), "contextId": task["contextId"], "taskId": id,
+    json!({"messageId": format!("msg_{id}_{kind}"), "contextId": task["contextId"], "taskId": id,
            "role": "ROLE_AGENT", "parts": [{"text": text, "mediaType": "text/plain"}]})
 }
 
@@ -55,7 +56,11 @@ fn assert_task(
     assert_timestamp(&task["status"]["timestamp"], row);
     let mut status = json!({"state": state});
     if let Some(text) = message {
-        status["message"] = said(task, text);
+        let kind = match state {
+            "TASK_STATE_INPUT_REQUIRED" => "prompt",
+            _ => "status",
+        };
+        status["message"] = said(task, kind, text);
     }
     status["timestamp"] = task["status"]["timestamp"].clone();
     let mut expected = json!({"id": task["id"], "contextId": task["contextId"], "status": status});
@@ -180,12 +185,13 @@ fn answers_for_failed_rejected_and_input_required_tasks() {
         "no answer",
     );
 
-    // A held send settles on TASK_STATE_INPUT_REQUIRED with its prompt artifact.
+    // A held send settles on TASK_STATE_INPUT_REQUIRED with its prompt artifact, and a status
+    // message that asks the same.
     let ask = task_of(&run.send("@ask Which branch?", false));
     assert_task(
         &ask,
         "TASK_STATE_INPUT_REQUIRED",
-        None,
+        Some("Which branch?"),
         Some(artifact("prompt", "Which branch?")),
         "input required",
     );

@@ -16,6 +16,9 @@ struct Sse {
     status: u16,
     headers: Vec<(String, String)>,
     reader: BufReader<TcpStream>,
+    /// How the stream ended, once it did: the server closed it (`true`), or a read failed or
+    /// timed out (`false`), which is no end a test may take for the server's.
+    closed_by_server: Option<bool>,
 }
 
 /// One SSE event: its `id:` (when numbered) and its `data:` JSON.
@@ -56,6 +59,7 @@ fn open(port: u16, body: &str, headers: &[(&str, &str)]) -> Sse {
         status,
         headers,
         reader,
+        closed_by_server: None,
     }
 }
 
@@ -73,8 +77,16 @@ impl Sse {
         let mut line = String::new();
         loop {
             line.clear();
-            if self.reader.read_line(&mut line).ok()? == 0 {
-                return None;
+            match self.reader.read_line(&mut line) {
+                Ok(0) => {
+                    self.closed_by_server = Some(true);
+                    return None;
+                }
+                Ok(_) => {}
+                Err(_) => {
+                    self.closed_by_server = Some(false);
+                    return None;
+                }
             }
             let l = line.trim_end();
             if let Some(n) = l.strip_prefix("id: ") {
@@ -85,6 +97,7 @@ impl Sse {
                     data: serde_json::from_str(d).unwrap(),
                 });
             } else if l == "0" {
+                self.closed_by_server = Some(true);
                 return None;
             }
         }
@@ -93,6 +106,18 @@ impl Sse {
     /// Every event until the stream ends.
     fn rest(&mut self) -> Vec<Event> {
         std::iter::from_fn(|| self.next()).collect()
+    }
+
+    /// Every event until the server ends the stream; a stream still open after the read
+    /// timeout fails the test.
+    fn to_its_end(&mut self) -> Vec<Event> {
+        let events = self.rest();
+        assert_eq!(
+            self.closed_by_server,
+            Some(true),
+            "the server did not end the stream: {events:?}"
+        );
+        events
     }
 }
 
@@ -107,6 +132,18 @@ fn states(events: &[Event]) -> Vec<String> {
                 .map(str::to_owned)
         })
         .collect()
+}
+
+/// An artifactUpdate that writes its artifact whole: exactly taskId, contextId, artifact and
+/// `lastChunk: true`, in that order, no `append` (ADK keeps no artifact that is not a last chunk).
+fn assert_whole_artifact(update: &Value, name: &str) {
+    let keys: Vec<&str> = update
+        .as_object()
+        .map(|o| o.keys().map(String::as_str).collect())
+        .unwrap_or_default();
+    assert_eq!(keys, ["taskId", "contextId", "artifact", "lastChunk"], "{update}");
+    assert_eq!(update["lastChunk"], json!(true), "{update}");
+    assert_eq!(update["artifact"]["artifactId"], json!(name), "{update}");
 }
 
 fn launch(home: &Home) -> Launch {
@@ -154,10 +191,7 @@ fn send_streaming_message_streams_the_task_to_its_end() {
         .iter()
         .find(|e| e.data["result"].get("artifactUpdate").is_some())
         .unwrap();
-    assert_eq!(
-        artifact.data["result"]["artifactUpdate"]["artifact"]["artifactId"],
-        "response"
-    );
+    assert_whole_artifact(&artifact.data["result"]["artifactUpdate"], "response");
     let last = &events.last().unwrap().data["result"]["statusUpdate"];
     assert_eq!(
         last["status"]["message"]["parts"][0]["text"],
@@ -256,6 +290,14 @@ fn watch_session_acks_replays_and_follows_live_events() {
         .filter(|s| *s == "TASK_STATE_COMPLETED")
         .count();
     assert_eq!(done, 2);
+    let updates: Vec<&Value> = replayed
+        .iter()
+        .filter_map(|e| e.data["result"].get("artifactUpdate"))
+        .collect();
+    assert_eq!(updates.len(), 2, "one response per task");
+    for update in updates {
+        assert_whole_artifact(update, "response");
+    }
     // Live: a new task's events arrive, and the stream stays open after it ends.
     run.send("three", true);
     let live = watch.next().unwrap();
@@ -414,4 +456,72 @@ fn subscribe_stays_open_through_input_required_and_a_streamed_reply_continues_th
         .iter()
         .find_map(|e| e.data["result"].pointer("/artifactUpdate/artifact/parts/0/text"));
     assert_eq!(answer, Some(&json!("reply: main")));
+    for e in rest.iter().chain(&streamed) {
+        if let Some(update) = e.data["result"].get("artifactUpdate") {
+            assert_whole_artifact(update, "response");
+        }
+    }
+}
+
+#[test]
+fn send_streaming_message_ends_at_input_required_and_the_streamed_reply_carries_the_rest() {
+    let home = Home::new();
+    let run = launch(&home);
+    let mut p = message("@ask Which branch?", false);
+    p["message"]["contextId"] = json!("ctx-ask");
+    let mut asked = open(
+        run.port,
+        &request(json!("ask"), "SendStreamingMessage", p),
+        &[],
+    );
+    let events = asked.to_its_end();
+    assert_eq!(
+        states(&events),
+        [
+            "TASK_STATE_SUBMITTED",
+            "TASK_STATE_WORKING",
+            "TASK_STATE_INPUT_REQUIRED"
+        ]
+    );
+    let id = events[0].data["result"]["task"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let prompt = events
+        .iter()
+        .find_map(|e| e.data["result"].get("artifactUpdate"))
+        .expect("the prompt artifact");
+    assert_whole_artifact(prompt, "prompt");
+    assert_eq!(prompt["artifact"]["parts"][0]["text"], "Which branch?");
+    // The question is the status's message too, as a status-reading client shows it.
+    let last = &events.last().unwrap().data["result"]["statusUpdate"]["status"];
+    assert_eq!(
+        last["message"],
+        json!({"messageId": format!("msg_{id}_prompt"), "contextId": "ctx-ask", "taskId": id,
+               "role": "ROLE_AGENT",
+               "parts": [{"text": "Which branch?", "mediaType": "text/plain"}]})
+    );
+    // The task still waits, and GetTask says the same.
+    let task = run.rpc("GetTask", json!({"id": id}))["result"].clone();
+    assert_eq!(task["status"]["message"], last["message"]);
+    // The reply's own stream opens on the resumed task and ends with it.
+    let mut reply = message("main", false);
+    reply["message"]["taskId"] = json!(id);
+    reply["message"]["contextId"] = json!("ctx-ask");
+    let streamed = open(
+        run.port,
+        &request(json!("reply"), "SendStreamingMessage", reply),
+        &[],
+    )
+    .to_its_end();
+    assert_eq!(
+        states(&streamed),
+        ["TASK_STATE_WORKING", "TASK_STATE_COMPLETED"]
+    );
+    let answer = streamed
+        .iter()
+        .find_map(|e| e.data["result"].get("artifactUpdate"))
+        .expect("the response artifact");
+    assert_whole_artifact(answer, "response");
+    assert_eq!(answer["artifact"]["parts"][0]["text"], "reply: main");
 }

@@ -46,6 +46,16 @@ struct StatusUpdate<'a> {
     status: Status<'a>,
 }
 
+/// What a status event does to its task.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Settles {
+    No,
+    /// TASK_STATE_INPUT_REQUIRED: the task waits for a reply.
+    Pauses,
+    /// A terminal status.
+    Ends,
+}
+
 /// One numbered event: a StreamResponse `result`, serialised once for every stream.
 #[derive(Debug)]
 pub struct Event {
@@ -55,6 +65,9 @@ pub struct Event {
     pub result: String,
     /// This event is the task's terminal status: a task's stream ends after it.
     pub ends_task: bool,
+    /// This event is the task's TASK_STATE_INPUT_REQUIRED status: SendStreamingMessage's stream
+    /// ends after it.
+    pub pauses_task: bool,
 }
 
 impl Event {
@@ -110,11 +123,11 @@ impl EventLog {
         self.log.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn push(&self, task_id: &str, result: Value, ends_task: bool) {
-        self.push_text(task_id, result.to_string(), ends_task);
+    fn push(&self, task_id: &str, result: Value) {
+        self.push_text(task_id, result.to_string(), Settles::No);
     }
 
-    fn push_text(&self, task_id: &str, mut result: String, ends_task: bool) {
+    fn push_text(&self, task_id: &str, mut result: String, settles: Settles) {
         // Serialising grows its buffer by doubling: give back the slack of an event kept for
         // replay (a large one is its own mapping, which shrinks in place).
         result.shrink_to_fit();
@@ -123,7 +136,8 @@ impl EventLog {
             id: log.next_id,
             task_id: task_id.to_owned(),
             result,
-            ends_task,
+            ends_task: settles == Settles::Ends,
+            pauses_task: settles == Settles::Pauses,
         });
         let size = event.held_bytes();
         let (events, bytes) = self.limits;
@@ -146,10 +160,12 @@ impl EventLog {
         let ids = (task.id.as_str(), task.context_id.as_str());
         if matches!(task.state, TaskState::Completed | TaskState::InputRequired) {
             for artifact in task.artifacts() {
+                // Each artifact is written whole: its one chunk is its last (ADK, for one, keeps
+                // no artifact that does not say so).
                 let update = json!({"artifactUpdate": {
-                    "taskId": ids.0, "contextId": ids.1, "artifact": artifact,
+                    "taskId": ids.0, "contextId": ids.1, "artifact": artifact, "lastChunk": true,
                 }});
-                self.push(ids.0, update, false);
+                self.push(ids.0, update);
             }
         }
         // Rendered straight to text: this runs for every change, under the registry's lock.
@@ -161,7 +177,12 @@ impl EventLog {
             },
         };
         let text = serde_json::to_string(&status).unwrap_or_default();
-        self.push_text(ids.0, text, task.state.is_terminal());
+        let settles = match task.state {
+            s if s.is_terminal() => Settles::Ends,
+            TaskState::InputRequired => Settles::Pauses,
+            _ => Settles::No,
+        };
+        self.push_text(ids.0, text, settles);
     }
 
     /// A murmur frame about a task (a harness turn's text, …), numbered like any event. Its
@@ -187,7 +208,7 @@ impl EventLog {
             "parts": [{"mediaType": "text/plain", "text": text}],
             "metadata": frame_metadata(meta),
         }});
-        self.push(task_id, result, false);
+        self.push(task_id, result);
     }
 
     /// A working task's progress note (the http loop's `inference turn N`): a statusUpdate in
@@ -206,7 +227,7 @@ impl EventLog {
                 "timestamp": crate::clock::Millis::now().rfc3339(),
             },
         }});
-        self.push(task_id, status, false);
+        self.push(task_id, status);
     }
 
     /// Wakes on every new event (it carries the newest id).
@@ -257,7 +278,7 @@ mod tests {
     fn replay_serves_what_the_buffer_holds_and_reports_a_gap_past_it() {
         let log = EventLog::default();
         for n in 0..(REPLAY + 10) {
-            log.push("tsk_x", json!({ "n": n }), false);
+            log.push("tsk_x", json!({ "n": n }));
         }
         assert_eq!(log.last_id(), (REPLAY + 10) as u64);
         let recent = log.after(REPLAY as u64, usize::MAX);
@@ -282,7 +303,7 @@ mod tests {
         let big = "r".repeat(100 << 10);
         let log = EventLog::with_limits(REPLAY, 1 << 20);
         for _ in 0..30 {
-            log.push("tsk_x", json!({ "artifact": big }), false);
+            log.push("tsk_x", json!({ "artifact": big }));
             assert!(log.held_bytes() <= 1 << 20, "{}", log.held_bytes());
         }
         let kept = log.after(0, usize::MAX);
@@ -294,12 +315,16 @@ mod tests {
         assert_eq!(kept.events.last().map(|e| e.id), Some(30));
         assert_eq!(kept.lost, 30 - kept.events.len() as u64, "a gap past them");
         // An event larger than the whole bound still replaces everything before it.
-        log.push("tsk_x", json!({ "artifact": "r".repeat(2 << 20) }), true);
+        log.push_text(
+            "tsk_x",
+            json!({ "artifact": "r".repeat(2 << 20) }).to_string(),
+            Settles::Ends,
+        );
         let last = log.after(0, usize::MAX);
         assert_eq!(ids(&last), [31]);
         assert!(last.events[0].ends_task);
         // Small events fill in behind it once it is pushed out.
-        log.push("tsk_x", json!(1), false);
+        log.push("tsk_x", json!(1));
         assert_eq!(ids(&log.after(0, usize::MAX)), [32]);
     }
 
@@ -307,12 +332,20 @@ mod tests {
     fn a_subscriber_is_woken_with_the_newest_id() {
         let log = EventLog::default();
         let mut rx = log.subscribe();
-        log.push("a", json!(1), false);
-        log.push("b", json!(2), true);
+        log.push("a", json!(1));
+        log.push_text("b", "2".into(), Settles::Ends);
+        log.push_text("c", "3".into(), Settles::Pauses);
         assert_eq!(rx.has_changed().ok(), Some(true));
-        assert_eq!(*rx.borrow_and_update(), 2);
+        assert_eq!(*rx.borrow_and_update(), 3);
         let batch = log.after(0, usize::MAX);
-        let read: Vec<(u64, bool)> = batch.events.iter().map(|e| (e.id, e.ends_task)).collect();
-        assert_eq!(read, [(1, false), (2, true)]);
+        let read: Vec<(u64, bool, bool)> = batch
+            .events
+            .iter()
+            .map(|e| (e.id, e.ends_task, e.pauses_task))
+            .collect();
+        assert_eq!(
+            read,
+            [(1, false, false), (2, true, false), (3, false, true)]
+        );
     }
 }

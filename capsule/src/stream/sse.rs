@@ -44,6 +44,9 @@ pub struct StreamSpec {
     pub frames: bool,
     /// Ends at once after the opening events (a rejected task's stream of one event).
     pub only_opening: bool,
+    /// A task's stream ends after its TASK_STATE_INPUT_REQUIRED status too (SendStreamingMessage;
+    /// SubscribeToTask stays open through it).
+    pub ends_at_pause: bool,
 }
 
 /// A frame's StreamResponse `result`: an agent message whose one text part names the frame.
@@ -170,7 +173,7 @@ async fn write(
                 if !send(&tx, || data(id, &e.result, Some(e.id))).await {
                     return;
                 }
-                if e.ends_task && spec.task.is_some() {
+                if spec.task.is_some() && (e.ends_task || (e.pauses_task && spec.ends_at_pause)) {
                     return;
                 }
             }

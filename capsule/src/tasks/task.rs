@@ -241,23 +241,27 @@ impl Task {
             + self.input.as_ref().map_or(0, TaskInput::held_bytes)
     }
 
-    /// The status object (state, message on a terminal task that said something, timestamp) as
-    /// a typed view: serialised straight to text where a stream event needs it, without
-    /// building a JSON tree first (every task change renders one).
+    /// The status object as a typed view: state; a message on a terminal task that said
+    /// something, and on a TASK_STATE_INPUT_REQUIRED one, where it is the question (as its
+    /// prompt artifact is: a client that shows the status, as ADK does, shows what is asked);
+    /// timestamp. Serialised straight to text where a stream event needs it, without building
+    /// a JSON tree first (every task change renders one).
     pub fn status(&self) -> Status<'_> {
-        let message = match (self.state.is_terminal(), &self.status_text) {
-            (true, Some(text)) => Some(StatusMessage {
-                message_id: format!("msg_{}_status", self.id),
-                context_id: &self.context_id,
-                task_id: self.id.as_str(),
-                role: "ROLE_AGENT",
-                parts: [TextPart {
-                    text,
-                    media_type: "text/plain",
-                }],
-            }),
+        let said = match self.state {
+            s if s.is_terminal() => self.status_text.as_deref().map(|t| (t, "status")),
+            TaskState::InputRequired => self.prompt.as_deref().map(|t| (t, "prompt")),
             _ => None,
         };
+        let message = said.map(|(text, kind)| StatusMessage {
+            message_id: format!("msg_{}_{kind}", self.id),
+            context_id: &self.context_id,
+            task_id: self.id.as_str(),
+            role: "ROLE_AGENT",
+            parts: [TextPart {
+                text,
+                media_type: "text/plain",
+            }],
+        });
         Status {
             state: self.state.wire(),
             message,

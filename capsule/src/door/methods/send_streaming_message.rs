@@ -1,6 +1,8 @@
 //! SendStreamingMessage: the message is read and routed exactly as SendMessage's, then the
-//! task's events stream until its terminal status. Refusals are one JSON body; a task rejected
-//! for room or closing is a stream of that one task.
+//! task's events stream until it settles: its terminal status, or TASK_STATE_INPUT_REQUIRED,
+//! whose reply is a new message naming the task, with a stream of its own (as a2a-sdk servers
+//! do, and as ADK waits for). Refusals are one JSON body; a task rejected for room or closing
+//! is a stream of that one task.
 
 use serde_json::json;
 
@@ -37,12 +39,17 @@ pub fn apply(door: &Door, req: &Inbound) -> Result<Answer, RpcError> {
         Some(task) => (vec![json!({ "task": task })], true, before),
         None => {
             let snap = session.registry.read(task_id.as_str(), &viewer, |t| {
-                (t.to_json(None), session.events.last_id())
+                (
+                    t.to_json(None),
+                    t.state.is_settled(),
+                    session.events.last_id(),
+                )
             });
-            let Some((task, newest)) = snap else {
+            let Some((task, settled, newest)) = snap else {
                 return Err(RpcError::Internal("the task left the registry".into()));
             };
-            (vec![json!({ "task": task })], false, newest)
+            // Settled before the snapshot: the event that would end the stream is in it.
+            (vec![json!({ "task": task })], settled, newest)
         }
     };
     let spec = StreamSpec {
@@ -53,6 +60,7 @@ pub fn apply(door: &Door, req: &Inbound) -> Result<Answer, RpcError> {
         live_after,
         frames,
         only_opening,
+        ends_at_pause: true,
     };
     Ok(Answer::Stream(
         stream::open(session.events.clone(), session.shutdown.subscribe(), spec),

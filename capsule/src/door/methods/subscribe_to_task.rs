@@ -38,6 +38,7 @@ pub fn apply(door: &Door, req: &Inbound) -> Result<Answer, RpcError> {
         live_after: newest,
         frames,
         only_opening: false,
+        ends_at_pause: false,
     };
     let body = stream::open(session.events.clone(), session.shutdown.subscribe(), spec);
     Ok(Answer::Stream(body, frames.then(|| STREAM_URI.to_owned())))

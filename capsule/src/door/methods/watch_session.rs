@@ -23,6 +23,7 @@ pub fn apply(door: &Door, req: &Inbound) -> Answer {
         live_after: 0,
         frames: true,
         only_opening: false,
+        ends_at_pause: false,
     };
     let body = stream::open(
         door.session.events.clone(),
