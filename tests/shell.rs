@@ -743,6 +743,20 @@ fn a_cancel_moves_a_foreground_command_to_the_background_and_names_it_word_for_w
         out.contains(&format!("running: sleep 31 ({second}: {})\n", bash_path())),
         "{out}"
     );
+    // The residue names what the session still runs, the first task's command included.
+    assert!(
+        out.contains(&format!("running: {marker} ({work_id}: {})\n", bash_path())),
+        "the second cancel left out the first task's command: {out}"
+    );
+    let residue = run.rpc("GetTask", json!({"id": id2}))["result"]["artifacts"][0].clone();
+    let data: Vec<&Value> = residue["parts"]
+        .as_array()
+        .map(|parts| parts.iter().map(|p| &p["data"]).collect())
+        .unwrap_or_default();
+    assert_eq!(residue["artifactId"], "residue", "{residue}");
+    assert_eq!(data.len(), 2, "{residue}");
+    assert_eq!(data[0], &item, "oldest first");
+    assert_eq!(data[1]["work_id"], second.as_str(), "{residue}");
     let (code, out, err) = home.run(&["stop", &run.session]);
     assert_eq!(code, 0, "{err}");
     assert!(

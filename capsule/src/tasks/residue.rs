@@ -82,6 +82,18 @@ impl Residue {
         self.items().iter().map(|(_, i)| i.to_json()).collect()
     }
 
+    /// What the session still runs once `task` is canceled, oldest first: every detached
+    /// shell command, whichever task moved it to the background (the session's shell outlives
+    /// its tasks), and what `task` itself delegated. Another live task's delegations are its own
+    /// and go with it.
+    pub fn after_cancel(&self, task: &TaskId) -> Vec<Value> {
+        self.items()
+            .iter()
+            .filter(|(t, i)| t == task || matches!(i, ResidueItem::DetachedShell { .. }))
+            .map(|(_, i)| i.to_json())
+            .collect()
+    }
+
     /// What `task` leaves running.
     pub fn of_task(&self, task: &TaskId) -> Vec<Value> {
         self.items()
@@ -114,6 +126,27 @@ mod tests {
         r.enter(&b, shell(2));
         assert_eq!(r.all().len(), 2);
         assert_eq!(r.of_task(&a), vec![shell(1).to_json()]);
+        assert_eq!(
+            r.after_cancel(&a),
+            vec![shell(1).to_json(), shell(2).to_json()],
+            "another task's background command still runs after a's cancel"
+        );
+        let delegated = |n: u32| ResidueItem::Delegation {
+            delegation_id: format!("dlg_{n}"),
+            capsule: "local/child".into(),
+            version: "0.1.0".into(),
+            child_session_id: format!("ses_{n}"),
+            child_workdir: "/tmp/w".into(),
+        };
+        r.enter(&a, delegated(3));
+        r.enter(&b, delegated(4));
+        assert_eq!(
+            r.after_cancel(&a),
+            [shell(1), shell(2), delegated(3)].map(|i| i.to_json()),
+            "b's delegation goes with b"
+        );
+        r.remove(&delegated(3));
+        r.remove(&delegated(4));
         r.remove(&shell(1));
         assert!(r.of_task(&a).is_empty());
         assert_eq!(r.all(), vec![shell(2).to_json()]);

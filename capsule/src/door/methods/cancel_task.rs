@@ -28,7 +28,7 @@ pub async fn apply(door: &Door, req: &Inbound) -> Result<Answer, RpcError> {
         Ok((task, _)) => {
             // What the task leaves running rides as its residue artifact; nothing, no artifact.
             let id = TaskId::from_wire(&req.id);
-            let residue = door.session.residue.of_task(&id);
+            let residue = door.session.residue.after_cancel(&id);
             if residue.is_empty() {
                 return Ok(Answer::Result(task, None));
             }

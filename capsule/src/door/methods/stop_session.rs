@@ -14,7 +14,7 @@ pub async fn apply(door: &Door) -> Result<Answer, RpcError> {
     let ids: Vec<&str> = canceled.iter().map(|(id, _)| id.as_str()).collect();
     // Each canceled task keeps what it left in flight, as a CancelTask of it would have.
     for (id, _) in &canceled {
-        let left = session.residue.of_task(id);
+        let left = session.residue.after_cancel(id);
         if !left.is_empty() {
             session.registry.set_residue(id, left);
         }
