@@ -741,6 +741,53 @@ fn codex_is_refused_an_unlisted_host() {
     refused_an_unlisted_host(&world, "worker-codex.yaml");
 }
 
+/// `capabilities.shell.allow` on a harness capsule, the spec's key for what its agent may run:
+/// the card says `shell: true`, and at `read` (the shipped worker's level) the CLI runs a listed
+/// command without asking, while an unlisted one that writes is still refused.
+fn runs_what_capabilities_shell_allows(world: &World, manifest: &str) {
+    let text = std::fs::read_to_string(shipped(manifest)).unwrap();
+    let manifest = world.home.write(
+        "shell-worker.yaml",
+        &format!("{text}\ncapabilities:\n  shell:\n    allow: [touch]\n"),
+    );
+    let run = world.launch(&manifest);
+    let card = http(run.port, "GET", "/.well-known/agent-card.json", &[], b"").json();
+    let capsule = card["capabilities"]["extensions"]
+        .as_array()
+        .and_then(|all| all.iter().find(|e| e["uri"] == CAPSULE_URI))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(capsule["params"]["shell"], json!(true), "{card}");
+    let made = world.home.work.join("made.txt");
+    completed(
+        &run,
+        &send(&run, &format!("RUN touch {}", made.display()), None),
+    );
+    assert!(made.exists(), "the listed touch did not run at read");
+    let unlisted = world.home.work.join("unlisted");
+    completed(
+        &run,
+        &send(&run, &format!("RUN mkdir {}", unlisted.display()), None),
+    );
+    assert!(!unlisted.exists(), "an unlisted mkdir ran at read");
+    drop(run);
+    assert_nothing_left(&world.home, LONG);
+}
+
+#[test]
+fn claude_code_runs_what_capabilities_shell_allows_at_read() {
+    let Some(bin) = clis() else { return };
+    let world = World::new(&bin);
+    runs_what_capabilities_shell_allows(&world, "worker-claude-code.yaml");
+}
+
+#[test]
+fn codex_runs_what_capabilities_shell_allows_at_read() {
+    let Some(bin) = clis() else { return };
+    let world = World::new(&bin);
+    runs_what_capabilities_shell_allows(&world, "worker-codex.yaml");
+}
+
 /// Scenario 4: a Codex member edits a file in its work folder when its manifest grants edits
 /// (the shipped coder: `permissions: edit`), and is refused when it does not (the shipped
 /// worker: the default, `read`).

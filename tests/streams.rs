@@ -110,7 +110,7 @@ impl Sse {
 
     /// Every event until the server ends the stream; a stream still open after the read
     /// timeout fails the test.
-    fn to_its_end(&mut self) -> Vec<Event> {
+    fn until_the_server_ends(&mut self) -> Vec<Event> {
         let events = self.rest();
         assert_eq!(
             self.closed_by_server,
@@ -141,7 +141,11 @@ fn assert_whole_artifact(update: &Value, name: &str) {
         .as_object()
         .map(|o| o.keys().map(String::as_str).collect())
         .unwrap_or_default();
-    assert_eq!(keys, ["taskId", "contextId", "artifact", "lastChunk"], "{update}");
+    assert_eq!(
+        keys,
+        ["taskId", "contextId", "artifact", "lastChunk"],
+        "{update}"
+    );
     assert_eq!(update["lastChunk"], json!(true), "{update}");
     assert_eq!(update["artifact"]["artifactId"], json!(name), "{update}");
 }
@@ -152,7 +156,7 @@ fn launch(home: &Home) -> Launch {
 }
 
 #[test]
-fn send_streaming_message_streams_the_task_to_its_end() {
+fn send_streaming_message_streams_the_task_until_the_server_ends() {
     let home = Home::new();
     let run = launch(&home);
     let body = request(
@@ -474,7 +478,7 @@ fn send_streaming_message_ends_at_input_required_and_the_streamed_reply_carries_
         &request(json!("ask"), "SendStreamingMessage", p),
         &[],
     );
-    let events = asked.to_its_end();
+    let events = asked.until_the_server_ends();
     assert_eq!(
         states(&events),
         [
@@ -513,7 +517,7 @@ fn send_streaming_message_ends_at_input_required_and_the_streamed_reply_carries_
         &request(json!("reply"), "SendStreamingMessage", reply),
         &[],
     )
-    .to_its_end();
+    .until_the_server_ends();
     assert_eq!(
         states(&streamed),
         ["TASK_STATE_WORKING", "TASK_STATE_COMPLETED"]

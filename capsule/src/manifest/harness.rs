@@ -222,6 +222,15 @@ pub(crate) fn command_prefix(
     Ok(words)
 }
 
+/// The CLI preset (Claude Code or Codex) the capsule's driver is, if it is one.
+pub(crate) fn preset_of(inference: &Inference, artifacts: &[Artifact]) -> Option<Builtin> {
+    artifacts
+        .iter()
+        .find(|a| Some(&a.name) == inference.driver_artifact.as_ref())
+        .and_then(|a| a.builtin)
+        .filter(|b| !b.is_http())
+}
+
 /// The block checked against the driver: it is read by the two CLI presets only. `written` is
 /// `None` when the manifest has no `harness` key (the defaults then apply to a preset).
 pub fn checked(
@@ -242,11 +251,7 @@ pub fn checked(
         // `env` and `limits` alone: every process driver reads them.
         return Ok(policy);
     }
-    let preset = artifacts
-        .iter()
-        .find(|a| Some(&a.name) == inference.driver_artifact.as_ref())
-        .and_then(|a| a.builtin)
-        .filter(|b| !b.is_http());
+    let preset = preset_of(inference, artifacts);
     if inference.transport != Transport::Process {
         return Err(r.error(
             ErrorCode::BadValue,

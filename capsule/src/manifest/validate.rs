@@ -4,13 +4,14 @@
 //! choice in `driver.rs`; this file owns the other blocks and the order they are read in.
 
 use crate::manifest::artifacts;
+use crate::manifest::builtin::Builtin;
 use crate::manifest::driver::{self, Draft};
 use crate::manifest::error::{ErrorCode, ManifestError};
 use crate::manifest::harness;
 use crate::manifest::keypath::KeyPath;
 use crate::manifest::model::{
-    AfterTask, Capabilities, ContextLimits, Exports, Inference, Lifecycle, Manifest,
-    TaskAcceptance, Transport,
+    AfterTask, Artifact, Capabilities, ContextLimits, Exports, HarnessPolicy, Inference, Lifecycle,
+    Manifest, TaskAcceptance, Transport,
 };
 use crate::manifest::network;
 use crate::manifest::paths;
@@ -70,7 +71,7 @@ pub fn manifest(r: &Reader, root: &Value, path: PathBuf) -> Result<Manifest, Man
     let harness = harness::read(r, f.get("harness"), &f.path("harness"))?;
     let inference = driver::resolve(r, draft, &artifacts, &lifecycle)?;
     let harness = harness::checked(r, harness, &inference, &artifacts)?;
-    shell_fits(r, &capabilities, &inference, &f.path("capabilities"))?;
+    let harness = shell_for_harness(r, &capabilities, &inference, &artifacts, harness)?;
     let spend = spend::read(
         r,
         f.get("spend"),
@@ -94,25 +95,45 @@ pub fn manifest(r: &Reader, root: &Value, path: PathBuf) -> Result<Manifest, Man
     })
 }
 
-/// `capabilities.shell` grants the model of an http capsule its `bash` tool; a harness runs what
-/// its own CLI lets it, so on a process capsule the key would claim a shell murmur does not give.
-fn shell_fits(
+/// `capabilities.shell.allow` is the spec's one key for what a capsule's agent may run. On an
+/// http capsule it gives the model its `bash` tool. On a harness capsule it lists what its CLI
+/// (the Claude Code or Codex preset) runs without asking at any permission level: what
+/// `harness.allow_commands` says, which stays as an alias; the two lists are joined.
+fn shell_for_harness(
     r: &Reader,
     capabilities: &Capabilities,
     inference: &Inference,
-    path: &KeyPath,
-) -> Result<(), ManifestError> {
+    artifacts: &[Artifact],
+    mut policy: HarnessPolicy,
+) -> Result<HarnessPolicy, ManifestError> {
     if capabilities.shell_allow.is_empty() || inference.transport != Transport::Process {
-        return Ok(());
+        return Ok(policy);
     }
-    let at = path.key("shell").key("allow");
-    Err(r.error(
-        ErrorCode::BadValue,
-        &at,
-        format!("{at} is not accepted: it gives the model of a capsule on inference.transport: http its bash tool, and this capsule runs a harness"),
-        "remove capabilities.shell; a harness runs what its own CLI allows (with the Claude Code \
-         and Codex presets, harness.permissions and harness.allow_commands)",
-    ))
+    let at = KeyPath::default()
+        .key("capabilities")
+        .key("shell")
+        .key("allow");
+    if harness::preset_of(inference, artifacts).is_none() {
+        return Err(r.error(
+            ErrorCode::BadValue,
+            &at,
+            format!(
+                "{at} is not accepted: on a capsule that runs a harness it lists what the {} or \
+                 {} CLI may run without asking, and this capsule's driver is neither",
+                Builtin::ClaudeCode.name(),
+                Builtin::Codex.name()
+            ),
+            "remove capabilities.shell; a process driver of your own passes its CLI's \
+             permission flags in process.command",
+        ));
+    }
+    for (i, entry) in capabilities.shell_allow.iter().enumerate() {
+        let words = harness::command_prefix(r, &at.index(i), entry.clone())?;
+        if !policy.allow_commands.contains(&words) {
+            policy.allow_commands.push(words);
+        }
+    }
+    Ok(policy)
 }
 
 /// True for a name murmur may use in folder names, realms and `member:<name>` credentials.

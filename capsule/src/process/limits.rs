@@ -461,7 +461,7 @@ pub fn sweep() {
     let found = parents();
     let v1 = found.v1.iter().map(|(_, dir)| dir);
     for parent in found.v2.iter().chain(v1) {
-        let Ok(entries) = std::fs::read_dir(&parent) else {
+        let Ok(entries) = std::fs::read_dir(parent) else {
             continue;
         };
         for entry in entries.flatten() {

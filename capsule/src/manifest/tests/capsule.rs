@@ -232,6 +232,17 @@ fn presets_are_accepted_without_a_process_block() {
             ..Default::default()
         }
     );
+    // On a CLI preset, capabilities.shell.allow is what its CLI runs without asking: joined to
+    // harness.allow_commands (its alias), each prefix once.
+    let m = parse(
+        "name: h\nversion: \"1\"\nartifacts: [{ name: murmur/driver-claude-code, runtime: driver }]\ncapabilities: { shell: { allow: [make, \"git  status\"] } }\nharness: { allow_commands: [make] }\n",
+    )
+    .unwrap();
+    assert_eq!(
+        m.harness.allow_commands,
+        vec![vec!["make".to_owned()], vec!["git".into(), "status".into()]]
+    );
+    assert_eq!(m.capabilities.shell_allow, ["make", "git  status"]);
     // transport follows the driver when not written
     let m = parse(
         "name: h\nversion: \"1\"\nartifacts: [{ name: murmur/driver-codex, runtime: driver }]\n",

@@ -652,19 +652,29 @@ fn preset(driver: &str, extra: &str) -> String {
 }
 
 #[test]
-fn e005_a_shell_is_granted_to_an_http_capsule_only_and_by_commands_not_lines() {
+fn e005_a_shell_is_granted_to_an_http_model_or_a_cli_preset_only_and_by_commands_not_lines() {
+    refused(
+        "name: h\nversion: \"1\"\nartifacts: [{ name: local/own, version: \"0.1.0\", runtime: \
+         driver, process: { command: [cat] } }]\ncapabilities: { shell: { allow: [bash] } }\n",
+        ErrorCode::BadValue,
+        "capabilities.shell.allow",
+        "error[E-MAN-005]: worker/murmur.yaml: capabilities.shell.allow is not accepted: on a \
+         capsule that runs a harness it lists what the murmur/driver-claude-code or \
+         murmur/driver-codex CLI may run without asking, and this capsule's driver is neither\n  \
+         hint: remove capabilities.shell; a process driver of your own passes its CLI's \
+         permission flags in process.command",
+    );
     refused(
         &preset(
             "murmur/driver-claude-code",
-            "capabilities: { shell: { allow: [bash] } }\n",
+            "capabilities: { shell: { allow: [\"git status && rm -rf ~\"] } }\n",
         ),
         ErrorCode::BadValue,
-        "capabilities.shell.allow",
-        "error[E-MAN-005]: worker/murmur.yaml: capabilities.shell.allow is not accepted: it gives \
-         the model of a capsule on inference.transport: http its bash tool, and this capsule runs \
-         a harness\n  hint: remove capabilities.shell; a harness runs what its own CLI allows \
-         (with the Claude Code and Codex presets, harness.permissions and \
-         harness.allow_commands)",
+        "capabilities.shell.allow[0]",
+        "error[E-MAN-005]: worker/murmur.yaml: capabilities.shell.allow[0] is \"git status && rm \
+         -rf ~\", which holds '&': an entry is a command's first words, not a shell line\n  hint: \
+         write the program and the arguments it starts with, e.g. \"cargo test\" (it then allows \
+         `cargo test --release` too)",
     );
     let http = "name: h\nversion: \"1\"\nartifacts: [{ name: murmur/driver-anthropic, runtime: \
                 driver, gateway: { endpoint: \"http://127.0.0.1:9\", api_key: k } }]\ninference: \
