@@ -727,17 +727,58 @@ fn an_https_peer_is_spoken_to_over_tls_and_its_certificate_is_checked() {
     let ran = run_in_harness(&sender, &format!("mur send-message {url} hello again"));
     assert_ne!(ran["code"], 0, "{ran}");
     let err = ran["err"].as_str().unwrap();
+    let peer = format!("localhost:{}", front.port);
     assert!(
         err.contains(&format!(
-            "localhost:{}: the TLS handshake failed: invalid peer certificate: UnknownIssuer",
-            front.port
+            "error[E-CLI-020]: send-message was refused: cannot reach {peer}: the TLS handshake \
+             failed: invalid peer certificate: UnknownIssuer\n"
         )),
         "{err}"
+    );
+    assert_eq!(err.matches(&peer).count(), 1, "the peer said once: {err}");
+    // The hint fits a certificate: the name it must hold and the CAs believed.
+    assert!(
+        err.contains(
+            "hint: its certificate must name localhost and chain to a CA murmur trusts: the \
+             webpki roots (for a private CA, set MURMUR_CA_FILE to a PEM file of its certificate)"
+        ),
+        "{err}"
+    );
+    assert!(
+        !err.contains("mur ps"),
+        "a certificate failure is no dead peer: {err}"
     );
     assert_eq!(
         front.served(),
         before,
         "a request got through an untrusted certificate"
     );
+    drop(sender);
+
+    // A CA file that cannot be read is said as such, with its path, and is no handshake failure.
+    let missing = home.root.join("no-such-ca.pem");
+    let sender = Launch::start_env(
+        &home,
+        &manifest,
+        &[],
+        &[("MURMUR_CA_FILE", missing.display().to_string())],
+    );
+    let ran = run_in_harness(
+        &sender,
+        &format!("mur send-message {url} hello a third time"),
+    );
+    assert_ne!(ran["code"], 0, "{ran}");
+    let err = ran["err"].as_str().unwrap();
+    assert!(
+        err.contains(&format!(
+            "error[E-CLI-020]: send-message was refused: cannot reach {peer}: MURMUR_CA_FILE={}: No \
+             such file or directory (os error 2)\n  hint: point MURMUR_CA_FILE at a readable PEM \
+             file of CA certificates, or unset it",
+            missing.display()
+        )),
+        "{err}"
+    );
+    assert!(!err.contains("handshake"), "{err}");
+    assert_eq!(front.served(), before, "nothing was sent");
     assert_eq!(events(&home, &worker, "a2a_task_received").len(), 1);
 }

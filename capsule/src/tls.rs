@@ -50,15 +50,71 @@ fn build(ca_file: Option<std::path::PathBuf>) -> Result<Arc<rustls::ClientConfig
     Ok(Arc::new(config))
 }
 
-/// Opens TLS over `tcp` to `host`, whose certificate must name it. The error is a sentence.
-pub async fn connect(host: &str, tcp: TcpStream) -> Result<TlsStream<TcpStream>, String> {
-    let config = config()?;
-    let name = ServerName::try_from(host.trim_matches(['[', ']']).to_owned())
-        .map_err(|e| format!("{host} is not a server name: {e}"))?;
+/// Why TLS could not be opened, said once, and what to check for that very failure.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TlsError {
+    /// The sentence: what failed (it does not repeat the peer's address; the caller says it).
+    pub message: String,
+    /// What to check: the certificate's name and the CAs trusted, or the CA file and what is
+    /// wrong with it.
+    pub hint: String,
+}
+
+impl std::fmt::Display for TlsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// What murmur trusts, as a hint names it.
+fn trusted() -> String {
+    match std::env::var_os(CA_ENV) {
+        Some(path) => format!(
+            "the webpki roots and the certificates in {CA_ENV}={}",
+            std::path::Path::new(&path).display()
+        ),
+        None => format!(
+            "the webpki roots (for a private CA, set {CA_ENV} to a PEM file of its certificate)"
+        ),
+    }
+}
+
+/// Opens TLS over `tcp` to `host`, whose certificate must name it.
+pub async fn connect(host: &str, tcp: TcpStream) -> Result<TlsStream<TcpStream>, TlsError> {
+    let config = config().map_err(|message| TlsError {
+        message,
+        hint: format!("point {CA_ENV} at a readable PEM file of CA certificates, or unset it"),
+    })?;
+    let name =
+        ServerName::try_from(host.trim_matches(['[', ']']).to_owned()).map_err(|e| TlsError {
+            message: format!("{host} is not a server name: {e}"),
+            hint: "write the peer's host name, as its certificate names it".into(),
+        })?;
     tokio_rustls::TlsConnector::from(config)
         .connect(name, tcp)
         .await
-        .map_err(|e| e.to_string())
+        .map_err(|e| handshake_failed(host, &e))
+}
+
+/// A failed handshake: a certificate refused, or no TLS spoken at all.
+fn handshake_failed(host: &str, e: &std::io::Error) -> TlsError {
+    let refused = e
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+        .is_some_and(|r| matches!(r, rustls::Error::InvalidCertificate(_)));
+    let hint = match refused {
+        true => format!(
+            "its certificate must name {host} and chain to a CA murmur trusts: {}",
+            trusted()
+        ),
+        false => format!(
+            "check that {host} speaks TLS on that port (an http:// door answers no handshake)"
+        ),
+    };
+    TlsError {
+        message: format!("the TLS handshake failed: {e}"),
+        hint,
+    }
 }
 
 #[cfg(test)]

@@ -45,5 +45,6 @@ pub async fn deliver(session: &Session, target: &CompletionTarget, outcome: &Out
             refused(message)
         }
         Err(Failure::Unreachable(why)) | Err(Failure::Unreadable(why)) => refused(why),
+        Err(Failure::Tls(e)) => refused(format!("{e}; {}", e.hint)),
     }
 }

@@ -238,7 +238,7 @@ impl Endpoint {
                     CONNECT_WITHIN.as_secs()
                 ))
             })?
-            .map_err(|e| Failure::Tls(format!("{at}: {e}")))?;
+            .map_err(|e| Failure::Tls(format!("{at}: {e} ({})", e.hint)))?;
         handshake(TokioIo::new(tls)).await
     }
 }

@@ -31,6 +31,9 @@ pub struct Refusal {
     pub code: &'static str,
     /// The sentence saying why.
     pub message: String,
+    /// What to check, when the code's own hint would not fit (a TLS failure's certificate
+    /// name and CAs, say). The helper prints it in place of its own.
+    pub hint: Option<String>,
 }
 
 impl Refusal {
@@ -39,6 +42,14 @@ impl Refusal {
             status,
             code,
             message: message.into(),
+            hint: None,
+        }
+    }
+
+    pub fn with_hint(self, hint: impl Into<String>) -> Refusal {
+        Refusal {
+            hint: Some(hint.into()),
+            ..self
         }
     }
 

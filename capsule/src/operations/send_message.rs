@@ -53,11 +53,17 @@ pub async fn send_message(
         Ok(Err(not)) => {
             let status = match &not {
                 NotDelivered::NotAllowed(_) => 403,
-                NotDelivered::Refused(_) | NotDelivered::Unreachable(_) => 502,
+                NotDelivered::Refused(_)
+                | NotDelivered::Unreachable(_)
+                | NotDelivered::NoTls { .. } => 502,
                 NotDelivered::TimedOut(_) => 504,
                 NotDelivered::Stopped(_) => 409,
             };
-            Err(Refusal::new(status, not.code(), not.message()))
+            let refusal = Refusal::new(status, not.code(), not.message());
+            Err(match not.hint() {
+                Some(hint) => refusal.with_hint(hint),
+                None => refusal,
+            })
         }
         Err(_) => Err(Refusal::lost()),
     }

@@ -63,6 +63,8 @@ impl fmt::Debug for PeerDoor {
 pub enum Failure {
     /// No connection, or no whole answer on it within the bounds.
     Unreachable(String),
+    /// No TLS to the peer: why, and what to check.
+    Tls(crate::tls::TlsError),
     /// An HTTP refusal (401, 403 peer_not_accepted, 404, 413 …): its status, `error` code and
     /// sentence.
     Refused {
@@ -80,6 +82,7 @@ impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Failure::Unreachable(why) => write!(f, "{why}"),
+            Failure::Tls(e) => write!(f, "{e}"),
             Failure::Refused {
                 status,
                 error,
@@ -122,18 +125,18 @@ impl PeerDoor {
     }
 
     async fn call_as(&self, method: &str, params: Value, stamp: &Stamp) -> Result<Value, Failure> {
-        let peer = self.peer_url();
         match tokio::time::timeout(ANSWER_WITHIN, self.exchange(method, params, stamp)).await {
             Ok(answer) => answer,
             Err(_) => Err(Failure::Unreachable(format!(
-                "{peer} gave no answer within {} s",
+                "no answer within {} s",
                 ANSWER_WITHIN.as_secs()
             ))),
         }
     }
 
     fn unreachable(&self, e: &dyn fmt::Display) -> Failure {
-        Failure::Unreachable(format!("{}: {e}", self.peer_url()))
+        // The peer's address is said once, by whoever reports the failure.
+        Failure::Unreachable(e.to_string())
     }
 
     /// HTTP/1.1 over `io`, its connection driven until its one response is read (or dropped,
@@ -172,7 +175,7 @@ impl PeerDoor {
                 let tls = tokio::time::timeout(CONNECT_WITHIN, crate::tls::connect(host, stream))
                     .await
                     .map_err(|_| self.unreachable(&"no TLS handshake within the connect bound"))?
-                    .map_err(|e| self.unreachable(&format!("the TLS handshake failed: {e}")))?;
+                    .map_err(Failure::Tls)?;
                 self.handshake(tls).await?
             }
         };
@@ -230,15 +233,14 @@ impl PeerDoor {
     }
 
     async fn exchange(&self, method: &str, params: Value, stamp: &Stamp) -> Result<Value, Failure> {
-        let peer = self.peer_url();
-        let unreachable = |e: &dyn fmt::Display| Failure::Unreachable(format!("{peer}: {e}"));
+        let unreachable = |e: &dyn fmt::Display| Failure::Unreachable(e.to_string());
         let resp = self.post(method, params, stamp).await?;
         let status = resp.status().as_u16();
         let bytes = match Limited::new(resp.into_body(), ANSWER_CAP).collect().await {
             Ok(b) => b.to_bytes(),
             Err(e) if e.is::<http_body_util::LengthLimitError>() => {
                 return Err(Failure::Unreadable(format!(
-                    "{peer} answered more than {} MiB",
+                    "the peer answered more than {} MiB",
                     ANSWER_CAP >> 20
                 )))
             }

@@ -92,7 +92,7 @@ impl Exchange<'_> {
                     })
             });
         // Traced once the peer answered, whatever it answered; a peer never reached saw nothing.
-        if !matches!(taken, Err(Failure::Unreachable(_))) {
+        if !matches!(taken, Err(Failure::Unreachable(_) | Failure::Tls(_))) {
             let task = taken.as_ref().ok();
             self.trace.event(TraceEvent::A2aSend {
                 peer_url: self.door.peer_url(),

@@ -38,6 +38,8 @@ pub enum NotDelivered {
     Refused(String),
     /// The peer could not be reached, or stopped answering.
     Unreachable(String),
+    /// No TLS to the peer: why, and what to check for that failure.
+    NoTls { message: String, hint: String },
     /// The peer's task did not settle in time; it was canceled.
     TimedOut(String),
     /// This capsule's task was canceled or its attempt ended; the peer's task was canceled.
@@ -50,7 +52,7 @@ impl NotDelivered {
         match self {
             NotDelivered::NotAllowed(_) => "not_allowed",
             NotDelivered::Refused(_) => "peer_refused",
-            NotDelivered::Unreachable(_) => "peer_unreachable",
+            NotDelivered::Unreachable(_) | NotDelivered::NoTls { .. } => "peer_unreachable",
             NotDelivered::TimedOut(_) => "timed_out",
             NotDelivered::Stopped(_) => "task_stopped",
         }
@@ -62,7 +64,16 @@ impl NotDelivered {
             | NotDelivered::Refused(m)
             | NotDelivered::Unreachable(m)
             | NotDelivered::TimedOut(m)
-            | NotDelivered::Stopped(m) => m,
+            | NotDelivered::Stopped(m)
+            | NotDelivered::NoTls { message: m, .. } => m,
+        }
+    }
+
+    /// What to check, where the failure says more than its code does.
+    pub fn hint(&self) -> Option<&str> {
+        match self {
+            NotDelivered::NoTls { hint, .. } => Some(hint),
+            _ => None,
         }
     }
 }
@@ -103,6 +114,10 @@ pub async fn send(
         Ending::NotSent(Failure::Unreachable(why)) => Err(NotDelivered::Unreachable(format!(
             "cannot reach {peer}: {why}"
         ))),
+        Ending::NotSent(Failure::Tls(e)) => Err(NotDelivered::NoTls {
+            message: format!("cannot reach {peer}: {e}"),
+            hint: e.hint,
+        }),
         Ending::NotSent(refused) => Err(NotDelivered::Refused(format!(
             "the peer at {peer} refused the message: {refused}"
         ))),

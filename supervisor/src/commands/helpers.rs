@@ -36,6 +36,8 @@ fn refused(helper: &str, body: &Value) -> CliError {
         .get("message")
         .and_then(Value::as_str)
         .unwrap_or("the capsule refused it");
+    // The capsule's own hint, where it knows more than the code says (a TLS failure).
+    let told = body.get("hint").and_then(Value::as_str);
     let hint = match code {
         "not_allowed" => "the capsule may reach only what capabilities.network.allow names: add the destination to its manifest",
         "not_a_member" | "unknown_member" => "call one of the members $MURMUR_GUIDE lists",
@@ -54,7 +56,7 @@ fn refused(helper: &str, body: &Value) -> CliError {
     CliError::new(
         Code::Helper,
         format!("{helper} was refused: {message}"),
-        hint,
+        told.unwrap_or(hint),
     )
 }
 

@@ -14,7 +14,7 @@ mod send_message;
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use hyper::{Request, StatusCode};
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use super::{closing, plain_error, unread, Door, HttpResponse};
 use crate::operations::args::{optional_text, text, wait_within};
@@ -94,7 +94,13 @@ fn bad_request(message: &str) -> HttpResponse {
 /// An operation's refusal as the control surface answers it.
 fn refusal(r: Refusal) -> HttpResponse {
     let status = StatusCode::from_u16(r.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    plain_error(status, r.code, &r.message)
+    match r.hint {
+        Some(hint) => {
+            let body = json!({"error": r.code, "message": r.message, "hint": hint});
+            super::json_response(status, bytes::Bytes::from(body.to_string()), None)
+        }
+        None => plain_error(status, r.code, &r.message),
+    }
 }
 
 /// An operation's JSON answer, 200.
