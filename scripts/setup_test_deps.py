@@ -15,6 +15,11 @@ pinned version is already there), so a repeated run is fast:
 - the Rust CLI `a2acli` (crate `a2a-cli`), with `cargo install --locked` and its TLS features
   off, into target/interop-clients/a2acli (tests/interop_rust.rs). It builds in a few minutes,
   which is why it is built here, before `cargo test`, and not inside a test's time.
+- Google's Agent Development Kit `google-adk` 2.13.0 (the newest 2.x on PyPI when it was
+  pinned; the release the streaming and input-required findings were made with), with its `a2a`
+  extra, into its own venv at target/interop-clients/adk-venv made by this interpreter's
+  `venv`: ADK resolves its own a2a-sdk (pinned beside it) and some thirty other packages, which
+  must not move the system interpreter's a2a-sdk pin (tests/interop_adk.rs).
 
 A client that cannot be installed (no registry, no node, a failed build) does not stop the run:
 its reason is written to target/interop-clients/<client>.unavailable and printed, and its test
@@ -158,6 +163,50 @@ def install_a2acli() -> None:
     available("a2acli", started, True)
 
 
+# Google's Agent Development Kit, an A2A client through RemoteA2aAgent (tests/interop_adk.rs),
+# with the a2a-sdk its `a2a` extra resolves to, pinned too so a new a2a-sdk release cannot change
+# what the test drives.
+ADK = ("google-adk", "2.13.0")
+ADK_A2A_SDK = ("a2a-sdk", "1.3.0")
+ADK_VENV = CLIENTS / "adk-venv"
+
+
+def adk_python() -> Path:
+    """The ADK venv's interpreter."""
+    return ADK_VENV / "bin" / "python"
+
+
+def adk_installed() -> bool:
+    """Whether the venv's interpreter runs and holds both pins (metadata only: importing ADK
+    takes seconds, this a tenth of one)."""
+    probe = ("import importlib.metadata as m; "
+             f"print(m.version('{ADK[0]}'), m.version('{ADK_A2A_SDK[0]}'))")
+    try:
+        out = subprocess.run([adk_python(), "-c", probe], stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, text=True)
+    except OSError:
+        return False
+    return out.returncode == 0 and out.stdout.split() == [ADK[1], ADK_A2A_SDK[1]]
+
+
+def install_adk() -> None:
+    """google-adk with its a2a extra, into its own venv (see the docstring at the top)."""
+    started = time.monotonic()
+    if adk_installed():
+        return available("adk", started, False)
+    print(f"setup_test_deps: installing {ADK[0]} {ADK[1]} into {ADK_VENV} (a minute, once)",
+          file=sys.stderr)
+    why = "" if adk_python().exists() else run([sys.executable, "-m", "venv", ADK_VENV])
+    why = why or run([adk_python(), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                      f"{ADK[0]}[a2a]=={ADK[1]}", "==".join(ADK_A2A_SDK)])
+    if why:
+        return unavailable("adk", why)
+    if not adk_installed():
+        return unavailable("adk", f"{ADK_VENV} does not hold {ADK[0]} {ADK[1]} with "
+                           f"{ADK_A2A_SDK[0]} {ADK_A2A_SDK[1]} after pip install")
+    available("adk", started, True)
+
+
 # The official OpenAI Python SDK: its stream parser checks the tests' fake of the Responses API,
 # the wire format Codex speaks (tests/fake_responses.rs).
 OPENAI_SDK = ("openai", "3.57.0")
@@ -244,6 +293,7 @@ if __name__ == "__main__":
     install_js_sdk()
     install_agent_clis()
     install_a2acli()
+    install_adk()
     install_kubernetes_validate()
     install_podman()
     install_tmux()
