@@ -933,11 +933,17 @@ fn unreachable_and_tls_failures_name_the_provider() {
             format!("task failed: an inference call failed: cannot connect to OpenAI: 127.0.0.1:{closed_port}: Connection refused (os error 111)")),
         ("tls to a plain server", format!("https://127.0.0.1:{plain}/v1"),
             format!("task failed: an inference call failed: the TLS handshake with OpenAI failed: 127.0.0.1:{plain}: ")),
+        // (then what to check: that the port speaks TLS)
     ];
     for (row, endpoint, says) in rows {
         let manifest = home.write("c/murmur.yaml", &capsule("openai", &endpoint, "", ONE_TASK));
         let (code, _, err) = run_task(&home, &manifest, "go");
         assert_eq!(code, 1, "{row}");
+        assert_eq!(
+            err.matches("handshake").count(),
+            err.contains("TLS") as usize,
+            "{row}: {err}"
+        );
         // The TLS row's sentence ends in the TLS library's own words.
         assert!(
             err.lines()

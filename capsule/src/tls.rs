@@ -55,6 +55,8 @@ fn build(ca_file: Option<std::path::PathBuf>) -> Result<Arc<rustls::ClientConfig
 pub struct TlsError {
     /// The sentence: what failed (it does not repeat the peer's address; the caller says it).
     pub message: String,
+    /// The cause alone, for a caller whose own sentence already says a handshake failed.
+    pub why: String,
     /// What to check: the certificate's name and the CAs trusted, or the CA file and what is
     /// wrong with it.
     pub hint: String,
@@ -82,12 +84,14 @@ fn trusted() -> String {
 /// Opens TLS over `tcp` to `host`, whose certificate must name it.
 pub async fn connect(host: &str, tcp: TcpStream) -> Result<TlsStream<TcpStream>, TlsError> {
     let config = config().map_err(|message| TlsError {
+        why: message.clone(),
         message,
         hint: format!("point {CA_ENV} at a readable PEM file of CA certificates, or unset it"),
     })?;
     let name =
         ServerName::try_from(host.trim_matches(['[', ']']).to_owned()).map_err(|e| TlsError {
             message: format!("{host} is not a server name: {e}"),
+            why: format!("{host} is not a server name: {e}"),
             hint: "write the peer's host name, as its certificate names it".into(),
         })?;
     tokio_rustls::TlsConnector::from(config)
@@ -107,12 +111,11 @@ fn handshake_failed(host: &str, e: &std::io::Error) -> TlsError {
             "its certificate must name {host} and chain to a CA murmur trusts: {}",
             trusted()
         ),
-        false => format!(
-            "check that {host} speaks TLS on that port (an http:// door answers no handshake)"
-        ),
+        false => format!("check that {host} speaks TLS on that port: an http:// door does not"),
     };
     TlsError {
         message: format!("the TLS handshake failed: {e}"),
+        why: e.to_string(),
         hint,
     }
 }

@@ -238,7 +238,7 @@ impl Endpoint {
                     CONNECT_WITHIN.as_secs()
                 ))
             })?
-            .map_err(|e| Failure::Tls(format!("{at}: {e} ({})", e.hint)))?;
+            .map_err(|e| Failure::Tls(format!("{at}: {}; {}", e.why, e.hint)))?;
         handshake(TokioIo::new(tls)).await
     }
 }
