@@ -181,12 +181,17 @@ fn assert_door(run: &Launch, token: Option<&str>, task: &str, context: &str, tex
 
 /// One message, one answer: the answer ADK stores equals the harness's, and is the door's.
 fn answer_is_stored(streaming: bool) {
+    one_answer("answer", streaming);
+}
+
+/// The driver's `scenario` of one message: ADK's events, what it stored, and the door's task.
+fn one_answer(scenario: &str, streaming: bool) {
     if !adk_usable() {
         return;
     }
     let home = Home::new();
     let run = start_fixture(&home, "murmur.yaml", &Fixture::default(), &[]);
-    let seen = drive_mode(&run, "answer", streaming, None);
+    let seen = drive_mode(&run, scenario, streaming, None);
 
     let (task, context) = (only_id(&seen, "taskIds"), only_id(&seen, "contextIds"));
     let first = turn(&seen, 0);
@@ -297,18 +302,7 @@ fn adk_answers_an_input_required_task_not_streaming() {
 /// A task longer than the door's 15 s stream heartbeat (capsule/src/stream/sse.rs): streamed,
 /// ADK reads past the heartbeat comment; held, it waits the whole task on one request.
 fn long_task_answers(streaming: bool) {
-    if !adk_usable() {
-        return;
-    }
-    let home = Home::new();
-    let run = start_fixture(&home, "murmur.yaml", &Fixture::default(), &[]);
-    let seen = drive_mode(&run, "long", streaming, None);
-
-    let (task, context) = (only_id(&seen, "taskIds"), only_id(&seen, "contextIds"));
-    let first = turn(&seen, 0);
-    assert_eq!(first["events"], answered(ANSWER, streaming, task, context));
-    assert_eq!(first["storedTexts"], stored(ANSWER, streaming));
-    assert_door(&run, None, task, context, ANSWER);
+    one_answer("long", streaming);
 }
 
 #[test]
