@@ -42,6 +42,8 @@ in_both_modes!(
     the_answer_survives_a_descendant_that_holds_stdout,
     stop_reports_the_residue_proc_shows,
     mur_install_names_the_containment,
+    attempts_are_kept_by_mur_keeper,
+    a_mur_keeper_of_another_build_is_never_run,
 );
 
 fn env(mode: &str) -> Vec<(&'static str, String)> {
@@ -236,6 +238,95 @@ fn nothing_survives_kill_9_of_the_keeper(mode: &str) {
         next["result"]["task"]["status"]["state"],
         "TASK_STATE_COMPLETED"
     );
+}
+
+/// The binary the keeper of `run`'s running attempt executes, once it runs one: what its
+/// `/proc/PID/exe` names (a task must be running; a keeper kept ready is not its keeper).
+fn keeper_exe(run: &Launch) -> std::path::PathBuf {
+    let capsule = capsule_pid(run);
+    let mut keeper = None;
+    assert!(wait_until(LONG, || {
+        keeper = descendants(capsule).into_iter().find(|p| {
+            cmdline(*p).contains("__contain") && ppid(*p) == Some(capsule) && !ready_keeper(*p)
+        });
+        keeper.is_some()
+    }));
+    let keeper = keeper.unwrap();
+    std::fs::read_link(format!("/proc/{keeper}/exe"))
+        .unwrap_or_else(|e| panic!("the keeper {keeper}'s binary: {e}"))
+}
+
+/// `mur` and, when given, a `mur-keeper` in a folder of the test's own, as an install would
+/// lay them out; `home` runs that `mur`. Answers the folder.
+fn install(home: &mut Home, keeper: Option<&[u8]>) -> std::path::PathBuf {
+    let dir = home.root.join("install");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(mur_bin(), dir.join("mur")).unwrap();
+    if let Some(bytes) = keeper {
+        use std::os::unix::fs::PermissionsExt;
+        let path = dir.join("mur-keeper");
+        std::fs::write(&path, bytes).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    home.bin = dir.join("mur");
+    dir
+}
+
+/// Every attempt, ready or not, is kept by `mur-keeper` from beside `mur` (a tenth of its size,
+/// so a task starts sooner), and the task runs as with `mur` itself.
+fn attempts_are_kept_by_mur_keeper(mode: &str) {
+    let mut home = Home::new();
+    let keeper = std::fs::read(env!("CARGO_BIN_EXE_mur-keeper")).unwrap();
+    let dir = install(&mut home, Some(&keeper));
+    let run = launch(&home, &Fixture::default(), mode);
+    let first = run.send("one", false);
+    assert_eq!(
+        first["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{first}"
+    );
+    run.start_task("@sleep 60");
+    assert_eq!(keeper_exe(&run), dir.join("mur-keeper"));
+    if mode == "namespaces" {
+        let ready = wait_ready_keeper(capsule_pid(&run));
+        let exe = std::fs::read_link(format!("/proc/{}/exe", ready[0])).unwrap();
+        assert_eq!(exe, dir.join("mur-keeper"), "the keeper kept ready");
+    }
+}
+
+/// A `mur-keeper` that is not of `mur`'s build is never run, whether left from another build
+/// (the same program with another stamp) or any other file of that name: `mur` keeps the
+/// attempts itself, and they run as ever.
+fn a_mur_keeper_of_another_build_is_never_run(mode: &str) {
+    // Another build's: each `murmur-build-` and 16 hex digits (the stamp) with other digits.
+    let mut stale = std::fs::read(env!("CARGO_BIN_EXE_mur-keeper")).unwrap();
+    let (prefix, mut restamped) = (b"murmur-build-".len(), 0);
+    for at in 0..stale.len().saturating_sub(prefix + 16) {
+        let digits = at + prefix..at + prefix + 16;
+        if &stale[at..at + prefix] == b"murmur-build-"
+            && stale[digits.clone()].iter().all(u8::is_ascii_hexdigit)
+        {
+            for b in &mut stale[digits] {
+                *b = if *b == b'0' { b'1' } else { b'0' };
+            }
+            restamped += 1;
+        }
+    }
+    assert!(restamped > 0, "mur-keeper holds its build's stamp");
+    for (what, bytes) in [
+        ("another build's mur-keeper", stale),
+        ("a script named mur-keeper", b"#!/bin/sh\nexit 1\n".to_vec()),
+    ] {
+        let mut home = Home::new();
+        let dir = install(&mut home, Some(&bytes));
+        let run = launch(&home, &Fixture::default(), mode);
+        let done = run.send("one", false);
+        assert_eq!(
+            done["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+            "{what}: {done}"
+        );
+        run.start_task("@sleep 60");
+        assert_eq!(keeper_exe(&run), dir.join("mur"), "{what}");
+    }
 }
 
 /// Runs `command` through the fixture's `@run` in a task of `run`; answers its JSON.

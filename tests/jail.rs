@@ -518,10 +518,13 @@ as_root_and_as_a_user!(a_planted_secret_in_murs_environment_reaches_no_harness);
 #[test]
 fn replacing_the_mur_binary_runs_nothing_of_the_harnesss() {
     let mut home = Home::new();
-    // A mur in the work folder (a project's own build, say), which the harness may write.
+    // A mur and its mur-keeper in the work folder (a project's own build, say), which the
+    // harness may write.
     let bin = home.work.join("bin/mur");
+    let keeper = bin.with_file_name("mur-keeper");
     std::fs::create_dir_all(bin.parent().unwrap()).unwrap();
     std::fs::copy(mur_bin(), &bin).unwrap();
+    std::fs::copy(env!("CARGO_BIN_EXE_mur-keeper"), &keeper).unwrap();
     home.bin = bin.clone();
     let run = jailed(&home, "");
     let marker = home.root.join("planted-ran");
@@ -529,25 +532,32 @@ fn replacing_the_mur_binary_runs_nothing_of_the_harnesss() {
         "planted.sh",
         &format!("#!/bin/sh\ntouch {}\nexit 1\n", marker.display()),
     );
-    let (said, _) = harness_runs(
-        &run,
-        &format!(
-            "cp {} {bin}.new && chmod +x {bin}.new && mv {bin}.new {bin}",
-            planted.display(),
-            bin = bin.display()
-        ),
-    );
-    // `mur` is read-only to the harness (its mount refuses the rename), and had it been
-    // replaced, the next keeper would still be murmur's own binary.
-    assert!(
-        said["err"]
-            .as_str()
-            .is_some_and(|e| e.ends_with("Device or resource busy\n")),
-        "the harness could replace the file: {said}"
-    );
+    for target in [&bin, &keeper] {
+        let (said, _) = harness_runs(
+            &run,
+            &format!(
+                "cp {} {bin}.new && chmod +x {bin}.new && mv {bin}.new {bin}",
+                planted.display(),
+                bin = target.display()
+            ),
+        );
+        // Each is read-only to the harness (its mount refuses the rename), and had one been
+        // replaced, the next keeper would still be the binary the capsule opened at start.
+        assert!(
+            said["err"]
+                .as_str()
+                .is_some_and(|e| e.ends_with("Device or resource busy\n")),
+            "the harness could replace {}: {said}",
+            target.display()
+        );
+    }
     assert_eq!(
         std::fs::read(&bin).unwrap(),
         std::fs::read(mur_bin()).unwrap()
+    );
+    assert_eq!(
+        std::fs::read(&keeper).unwrap(),
+        std::fs::read(env!("CARGO_BIN_EXE_mur-keeper")).unwrap()
     );
     // The next attempt's keeper is murmur's own binary still: the task runs, nothing planted.
     let (again, _) = harness_runs(&run, "echo still-contained");

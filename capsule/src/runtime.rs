@@ -464,9 +464,11 @@ pub fn http_agent(m: &manifest::Manifest) -> Result<agent::HttpAgent, String> {
 }
 
 /// Decides how harness attempts are contained. The capsule is a subreaper either way, so that
-/// nothing a dead keeper left can get past its sweep.
+/// nothing a dead keeper left can get past its sweep, and opens the keeper binary its attempts
+/// will run (`process::keeper_exe`).
 fn contain(config: &CapsuleConfig) -> Result<Containment, String> {
     process::become_subreaper();
+    process::keeper_exe::open_beside(&config.mur_exe);
     match &config.containment {
         Some(c) => Ok(c.clone()),
         None => Containment::detect(&config.mur_exe, config.run_dir.iter().cloned().collect()),

@@ -445,7 +445,8 @@ mod layering {
                 }
             }
         }
-        // Every module of src/ is on a floor.
+        // Every module of src/ is on a floor; the two binaries' roots (`mur`, `mur-keeper`)
+        // are no modules.
         for entry in std::fs::read_dir(&src).into_iter().flatten().flatten() {
             let name = entry
                 .file_name()
@@ -453,7 +454,8 @@ mod layering {
                 .trim_end_matches(".rs")
                 .to_owned();
             assert!(
-                name == "main" || FLOORS.iter().any(|f| f.contains(&name.as_str())),
+                ["main", "keeper"].contains(&name.as_str())
+                    || FLOORS.iter().any(|f| f.contains(&name.as_str())),
                 "src/{name} is on no floor of the layering test"
             );
         }

@@ -104,7 +104,7 @@ pub(crate) fn secrets(session: &Session, murmur_home: Option<&Path>) -> Vec<Path
 
 /// Made read-only in the attempt where they exist inside one of `writable`: this run's
 /// manifests (the capsule's own, the `.env` beside it, a formation's files), the files its
-/// driver's command names, `mur`'s own binary, [`NEXT_COMMAND`] in each writable folder (and a
+/// driver's command names, `mur`'s own binary and `mur-keeper` beside it, [`NEXT_COMMAND`] in each writable folder (and a
 /// `.git` that is a file, pointing elsewhere), and what `harness.protect` adds.
 pub(crate) fn protected(
     session: &Session,
@@ -120,9 +120,13 @@ pub(crate) fn protected(
             .map(PathBuf::from)
             .filter(|p| p.is_absolute() && p.is_file()),
     );
-    paths.push(session.mur_exe.clone());
-    if let Ok(real) = session.mur_exe.canonicalize() {
-        paths.push(real);
+    for binary in [
+        session.mur_exe.clone(),
+        crate::process::keeper_exe::beside(&session.mur_exe),
+    ] {
+        let real = binary.canonicalize();
+        paths.push(binary);
+        paths.extend(real);
     }
     for dir in writable {
         let git = dir.join(".git");

@@ -5,6 +5,7 @@
 use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
@@ -177,8 +178,10 @@ impl Contained {
             program,
             args,
         };
-        let mut cmd = std::process::Command::new(super::SELF_EXE);
-        cmd.args(keeper_args.to_args())
+        let keeper_exe = super::keeper_exe::program();
+        let mut cmd = std::process::Command::new(&keeper_exe.exec);
+        cmd.arg0(&keeper_exe.arg0)
+            .args(keeper_args.to_args())
             .current_dir(&walls.cwd)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

@@ -1,11 +1,13 @@
 //! The keeper's command line (`mur __contain …`), built by the capsule and read by the keeper
-//! in this one place, so the two cannot drift apart.
+//! in this one place, so the two cannot drift apart. It opens with the build's stamp, so a
+//! keeper of another build refuses to run rather than misread it (`keeper_exe`).
 
 use std::ffi::OsString;
 use std::os::fd::RawFd;
 use std::path::PathBuf;
 
 use super::keeper::SUBCOMMAND;
+use super::keeper_exe::STAMP;
 
 /// The keeper's command line, built and read in this one place.
 #[derive(Clone, Debug, Default)]
@@ -40,10 +42,10 @@ pub struct KeeperArgs {
 }
 
 impl KeeperArgs {
-    /// `__contain [--namespaces] [--probe] [--hide DIR]... [--status-fd N] [--parent PID] --
+    /// `__contain --build STAMP [--namespaces] [--probe] [--hide DIR]... [--status-fd N] [--parent PID] --
     /// PROGRAM ARGS...`
     pub fn to_args(&self) -> Vec<OsString> {
-        let mut out: Vec<OsString> = vec![SUBCOMMAND.into()];
+        let mut out: Vec<OsString> = vec![SUBCOMMAND.into(), "--build".into(), STAMP.into()];
         if self.namespaces {
             out.push("--namespaces".into());
         }
@@ -121,6 +123,17 @@ impl KeeperArgs {
 
     /// Reads the arguments after the subcommand.
     pub fn parse(mut args: impl Iterator<Item = OsString>) -> Result<KeeperArgs, String> {
+        let build = match (args.next(), args.next()) {
+            (Some(flag), Some(stamp)) if flag == "--build" => stamp,
+            _ => return Err("no --build STAMP first".into()),
+        };
+        if build != STAMP {
+            return Err(format!(
+                "started by another build of mur ({}, this keeper is {STAMP}): install mur and \
+                 mur-keeper from one build",
+                build.to_string_lossy()
+            ));
+        }
         let mut k = KeeperArgs::default();
         while let Some(arg) = args.next() {
             match arg.to_str() {
@@ -280,7 +293,10 @@ mod tests {
 
     #[test]
     fn malformed_args_are_refused() {
-        let parse = |v: &[&str]| KeeperArgs::parse(v.iter().map(OsString::from));
+        let parse = |v: &[&str]| {
+            let stamped = ["--build", STAMP].iter().chain(v);
+            KeeperArgs::parse(stamped.map(OsString::from))
+        };
         assert!(parse(&["--bogus"]).is_err());
         assert!(parse(&["--hide"]).is_err());
         assert!(parse(&["--status-fd", "x", "--"]).is_err());
@@ -288,5 +304,24 @@ mod tests {
         assert!(parse(&["--namespaces"]).is_err());
         assert!(parse(&["--"]).is_err());
         assert!(parse(&["--probe", "--"]).is_ok());
+    }
+
+    #[test]
+    fn a_keeper_of_another_build_refuses_to_run() {
+        let parse = |v: &[&str]| KeeperArgs::parse(v.iter().map(OsString::from));
+        assert_eq!(
+            parse(&["--probe", "--"]).err().as_deref(),
+            Some("no --build STAMP first")
+        );
+        let why = parse(&["--build", "murmur-build-0123456789abcdef", "--probe", "--"])
+            .err()
+            .unwrap_or_default();
+        assert_eq!(
+            why,
+            format!(
+                "started by another build of mur (murmur-build-0123456789abcdef, this keeper is \
+                 {STAMP}): install mur and mur-keeper from one build"
+            )
+        );
     }
 }

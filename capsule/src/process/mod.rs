@@ -8,6 +8,7 @@ pub mod containment;
 pub mod files;
 pub mod keeper;
 mod keeper_args;
+pub mod keeper_exe;
 pub mod limits;
 mod lockdown;
 mod masks;
