@@ -565,6 +565,44 @@ fn replacing_the_mur_binary_runs_nothing_of_the_harnesss() {
     assert!(!marker.exists(), "the planted program ran");
 }
 
+/// A `mur` alone in the work folder, with no `mur-keeper` beside it: a keeper the harness put
+/// there would be what the user's next `mur` runs, so murmur holds the place with an empty
+/// file, read-only to the harness like `mur` itself, which no capsule runs (it has no build
+/// stamp).
+#[test]
+fn a_mur_keeper_cannot_be_planted_beside_a_lone_mur() {
+    let mut home = Home::new();
+    let bin = home.work.join("bin/mur");
+    let keeper = bin.with_file_name("mur-keeper");
+    std::fs::create_dir_all(bin.parent().unwrap()).unwrap();
+    std::fs::copy(mur_bin(), &bin).unwrap();
+    home.bin = bin.clone();
+    let run = jailed(&home, "");
+    let (said, _) = harness_runs(
+        &run,
+        &format!(
+            "cp {bin} {keeper}.new && mv {keeper}.new {keeper}; echo mv=$?; \
+             cat {bin} > {keeper}; echo write=$?",
+            bin = bin.display(),
+            keeper = keeper.display()
+        ),
+    );
+    // dash's status for a redirection it could not open is 2.
+    assert_eq!(said["out"], "mv=1\nwrite=2\n", "{said}");
+    let err = said["err"].as_str().unwrap_or_default();
+    assert!(
+        err.contains("Device or resource busy") && err.ends_with("Read-only file system\n"),
+        "{said}"
+    );
+    assert_eq!(
+        std::fs::read(&keeper).unwrap(),
+        Vec::<u8>::new(),
+        "the place holder was written: {said}"
+    );
+    let (again, _) = harness_runs(&run, "echo still-contained");
+    assert_eq!(again["out"], "still-contained\n", "{again}");
+}
+
 fn the_harness_writes_only_its_work_folder_and_private_tmp(who: Who) {
     let home = row_home(who);
     hand_over(&home);

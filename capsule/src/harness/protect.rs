@@ -102,10 +102,24 @@ pub(crate) fn secrets(session: &Session, murmur_home: Option<&Path>) -> Vec<Path
     hidden
 }
 
+/// Makes sure a file is at `keeper`, `mur-keeper`'s place beside a `mur` that lies in a writable
+/// folder, so that it is protected as the rest: with none there, a harness could plant one for
+/// the user's next `mur`. An empty file, as git's own hooks folder is made empty: it holds no
+/// build stamp, so no capsule runs it (`process::keeper_exe`). Never follows a link.
+fn hold_the_place_of(keeper: &Path) {
+    if std::fs::symlink_metadata(keeper).is_err() {
+        let _ = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(keeper);
+    }
+}
+
 /// Made read-only in the attempt where they exist inside one of `writable`: this run's
 /// manifests (the capsule's own, the `.env` beside it, a formation's files), the files its
-/// driver's command names, `mur`'s own binary and `mur-keeper` beside it, [`NEXT_COMMAND`] in each writable folder (and a
-/// `.git` that is a file, pointing elsewhere), and what `harness.protect` adds.
+/// driver's command names, `mur`'s own binary and `mur-keeper` beside it (an empty one held in
+/// its place when there is none: [`hold_the_place_of`]), [`NEXT_COMMAND`] in each writable
+/// folder (and a `.git` that is a file, pointing elsewhere), and what `harness.protect` adds.
 pub(crate) fn protected(
     session: &Session,
     command: &[String],
@@ -120,13 +134,14 @@ pub(crate) fn protected(
             .map(PathBuf::from)
             .filter(|p| p.is_absolute() && p.is_file()),
     );
-    for binary in [
-        session.mur_exe.clone(),
-        crate::process::keeper_exe::beside(&session.mur_exe),
-    ] {
-        let real = binary.canonicalize();
-        paths.push(binary);
-        paths.extend(real);
+    let real_mur = session.mur_exe.canonicalize().ok();
+    for mur in std::iter::once(&session.mur_exe).chain(&real_mur) {
+        paths.push(mur.clone());
+        let keeper = crate::process::keeper_exe::beside(mur);
+        if writable.iter().any(|w| keeper.starts_with(w)) {
+            hold_the_place_of(&keeper);
+        }
+        paths.push(keeper);
     }
     for dir in writable {
         let git = dir.join(".git");
