@@ -538,6 +538,7 @@ fn mur_install_names_the_containment(mode: &str) {
             "  wall network: up".into(),
             "  wall files: up".into(),
             "  wall environment: up".into(),
+            KEEPER.into(),
         ],
         _ => {
             let why = "missing: fallback mode, MURMUR_CONTAINMENT=fallback asks for it";
@@ -548,10 +549,40 @@ fn mur_install_names_the_containment(mode: &str) {
                 format!("  wall network: {why}"),
                 format!("  wall files: {why}"),
                 "  wall environment: up".into(),
+                KEEPER.into(),
             ]
         }
     };
     assert_eq!(lines, expected);
+}
+
+/// What `mur install` says of the keeper beside the built `mur`.
+const KEEPER: &str = "keeper: mur-keeper, beside mur (this build)";
+
+/// `mur install` says which binary keeps the attempts: a lone `mur`, or one beside another
+/// build's `mur-keeper`, keeps them itself, and says how to get the faster start.
+#[test]
+fn mur_install_names_the_keeper() {
+    for (keeper, line) in [
+        (None, "keeper: mur itself (no mur-keeper beside it: tasks start slower; cargo build builds both)"),
+        (
+            Some(b"#!/bin/sh\n".as_slice()),
+            "keeper: mur itself (the mur-keeper beside it is not this build's: tasks start slower; install mur and mur-keeper from one build)",
+        ),
+    ] {
+        let mut home = Home::new();
+        install(&mut home, keeper);
+        let manifest = home.write("murmur.yaml", &Fixture::default().yaml());
+        let out = home
+            .mur()
+            .args(["install", "--manifest"])
+            .arg(&manifest)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{text}");
+        assert_eq!(text.lines().last(), Some(line), "{text}");
+    }
 }
 
 /// The keeper kept ready below `capsule` for its next task (issue 21), once it is there:

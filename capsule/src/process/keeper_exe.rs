@@ -44,6 +44,43 @@ pub fn beside(mur_exe: &Path) -> PathBuf {
     mur_exe.with_file_name(FILE_NAME)
 }
 
+/// What lies beside a `mur`, for `mur install` to say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Beside {
+    /// This build's `mur-keeper`: attempts are kept by it.
+    ThisBuild,
+    /// No `mur-keeper` (or none that opens): `mur` keeps the attempts itself.
+    Absent,
+    /// A file of that name that is not this build's keeper: `mur` keeps them itself.
+    OtherBuild,
+}
+
+impl Beside {
+    /// The line `mur install` prints after the walls.
+    pub fn line(self) -> &'static str {
+        match self {
+            Beside::ThisBuild => "keeper: mur-keeper, beside mur (this build)",
+            Beside::Absent => {
+                "keeper: mur itself (no mur-keeper beside it: tasks start slower; cargo build \
+                 builds both)"
+            }
+            Beside::OtherBuild => {
+                "keeper: mur itself (the mur-keeper beside it is not this build's: tasks start \
+                 slower; install mur and mur-keeper from one build)"
+            }
+        }
+    }
+}
+
+/// What lies beside `mur_exe`, checked as a capsule checks it.
+pub fn beside_of(mur_exe: &Path) -> Beside {
+    match File::open(beside(mur_exe)) {
+        Ok(file) if carries_stamp(&file) => Beside::ThisBuild,
+        Ok(_) => Beside::OtherBuild,
+        Err(_) => Beside::Absent,
+    }
+}
+
 /// Opens `mur-keeper` beside `mur_exe`, once per process; called as the capsule starts.
 pub fn open_beside(mur_exe: &Path) {
     OPENED.get_or_init(|| File::open(beside(mur_exe)).ok());

@@ -177,6 +177,9 @@ pub fn run(manifest_path: &Path) -> CliResult<i32> {
             for (wall, state) in c.walls().rows() {
                 println!("  wall {wall}: {state}");
             }
+            if let Ok(exe) = std::env::current_exe() {
+                println!("{}", capsule::process::keeper_exe::beside_of(&exe).line());
+            }
         }
         Err(why) => {
             println!("containment: unavailable ({why})");
