@@ -1,4 +1,4 @@
-//! The capsule's side of a contained process: starts the keeper (`mur __contain`) with the
+//! The capsule's side of a contained process: starts the keeper (`mur-keeper __contain`) with the
 //! program's environment, folder and pipes, and tells it to interrupt, to end everything, or
 //! is told by it how the program ended.
 
@@ -133,9 +133,10 @@ impl Contained {
     /// threads write afterwards takes a copy-on-write fault (the profile in BENCHMARKS.md). That
     /// is why no code runs between fork and exec here; the keeper does that setup itself.
     ///
-    /// The keeper is this very binary, started as `/proc/self/exe`: the file the capsule runs,
-    /// never the path it was started by, which a harness running as the user could have
-    /// replaced with a program of its own before the next attempt.
+    /// The keeper is `mur-keeper` through the descriptor the capsule opened at start, or this
+    /// very binary as `/proc/self/exe` (`keeper_exe`): never a path looked up now, which a
+    /// harness running as the user could have replaced with a program of its own before the
+    /// next attempt.
     fn start(
         namespaces: bool,
         walls: &Walls,
