@@ -169,10 +169,16 @@ mod tests {
         );
     }
 
+    /// Each test its own folder: tests run in parallel in one process.
+    fn folder(test: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("murmur-wiring-{}-{test}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
     #[test]
     fn round_trips_through_its_file() {
-        let dir = std::env::temp_dir().join(format!("murmur-wiring-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = folder("round-trip");
         let path = dir.join("w.json");
         std::fs::write(&path, serde_json::to_string(&wiring()).unwrap()).unwrap();
         assert_eq!(Wiring::load(&path).unwrap(), wiring());
@@ -201,8 +207,7 @@ mod tests {
 
     #[test]
     fn only_a_wiring_with_callees_is_written_and_each_reads_back_whole() {
-        let dir = std::env::temp_dir().join(format!("murmur-wiring-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = folder("sources");
         let file = dir.join("w.wiring");
         let save = |w: &Wiring| -> std::io::Result<PathBuf> {
             std::fs::write(&file, serde_json::to_vec(w).unwrap())?;
