@@ -157,7 +157,12 @@ fn unprivileged_user() -> (u32, u32) {
                 .and_then(|s| s.trim().parse::<u32>().ok())
         };
         if id("-u").is_none() {
-            let made = std::process::Command::new("useradd")
+            // useradd lives in /usr/sbin, which a non-login root shell's PATH may lack.
+            let useradd = ["/usr/sbin/useradd", "/sbin/useradd"]
+                .into_iter()
+                .find(|p| std::path::Path::new(p).is_file())
+                .unwrap_or("useradd");
+            let made = std::process::Command::new(useradd)
                 .args(["--system", "--no-create-home", "--shell", "/bin/sh", NAME])
                 .status()
                 .expect("useradd runs (the escape suite runs as root)");
