@@ -1,4 +1,4 @@
-//! Identifiers: `ses_`, `tsk_`, `ctx_`, `msg_`, `wrk_`, `dlg_` followed by 32 lowercase hex digits
+//! Identifiers: `ses_`, `tsk_`, `ctx_`, `msg_`, `wrk_`, `dlg_`, `apr_` followed by 32 lowercase hex digits
 //! laid out as a UUIDv7, so ids sort by creation time (DESIGN §4).
 
 use std::fmt;
@@ -50,6 +50,7 @@ id_type!(ContextId, "ctx_");
 id_type!(MessageId, "msg_");
 id_type!(DelegationId, "dlg_");
 id_type!(WorkId, "wrk_");
+id_type!(ApprovalId, "apr_");
 
 /// True when `s` is a well-formed id with the given prefix: 32 lowercase hex digits after it.
 pub fn is_well_formed(s: &str, prefix: &str) -> bool {

@@ -248,6 +248,18 @@ async fn run(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
     if wiring.is_some() && manifest.network.authentication.is_none() {
         manifest.network.authentication = Some(Default::default());
     }
+    // However it was started, a capsule whose CLI asks answers only on an authenticated door.
+    if manifest.harness.approvals.mode == crate::manifest::approvals::Mode::Ask
+        && manifest.network.authentication.is_none()
+    {
+        eprintln!(
+            "error: harness.approvals is ask, and this capsule's door is public (no \
+             network.authentication): anyone who reaches its port could answer for the operator\n  \
+             hint: {}",
+            crate::manifest::approvals::PUBLIC_DOOR_HINT
+        );
+        return exit::CANNOT_START;
+    }
     // A door that starts no task has no worker, and needs no driver.
     let runs_tasks = manifest.lifecycle.task_acceptance != TaskAcceptance::None;
     let mut worker = match runs_tasks {

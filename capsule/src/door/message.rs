@@ -25,6 +25,8 @@ pub struct Incoming {
     pub return_immediately: bool,
     /// The text and data parts as the agent reads them, joined by newlines.
     pub text: String,
+    /// Each data part's `data`, as sent: an approval's answer is read from it.
+    pub data: Vec<Value>,
     pub images: Vec<(String, Vec<u8>)>,
 }
 
@@ -192,6 +194,11 @@ pub fn read(params: &Map<String, Value>, manifest: &Manifest) -> Result<Incoming
         .filter_map(|(part, _)| parts::render(part))
         .collect();
     out.text = rendered.join("\n");
+    out.data = parts
+        .iter()
+        .filter(|(_, kind)| *kind == Kind::Data)
+        .filter_map(|(part, _)| part.get("data").cloned())
+        .collect();
     Ok(out)
 }
 

@@ -20,14 +20,45 @@ pub struct Transcript {
     pub turn_ended: bool,
 }
 
-/// Feeds one stream-json line (Claude Code's `--output-format stream-json`); answers the text
-/// of an assistant turn, which streams carry as a `text` frame.
-pub fn stream_json_line(t: &mut Transcript, line: &str) -> Option<String> {
+/// What a line said that the attempt acts on beyond the transcript.
+#[derive(Debug, PartialEq)]
+pub enum Heard {
+    /// An assistant turn's text, which streams carry as a `text` frame.
+    Text(String),
+    /// Claude Code asks whether it may run a tool (`control_request`, subtype `can_use_tool`,
+    /// under `--permission-prompt-tool stdio`); it waits for a `control_response` naming
+    /// `request_id`.
+    Ask(Ask),
+    /// It gives up the question of this request id (`control_cancel_request`).
+    Withdrawn(String),
+}
+
+/// A `can_use_tool` request.
+#[derive(Debug, PartialEq)]
+pub struct Ask {
+    pub request_id: String,
+    pub tool: String,
+    pub input: Value,
+}
+
+/// Feeds one stream-json line (Claude Code's `--output-format stream-json`).
+pub fn stream_json_line(t: &mut Transcript, line: &str) -> Option<Heard> {
     let Ok(v) = serde_json::from_str::<Value>(line) else {
         return None;
     };
     let str_of = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_owned);
     match v.get("type").and_then(Value::as_str) {
+        Some("control_request")
+            if v.pointer("/request/subtype").and_then(Value::as_str) == Some("can_use_tool") =>
+        {
+            let request = v.get("request")?;
+            return Some(Heard::Ask(Ask {
+                request_id: str_of("request_id")?,
+                tool: request.get("tool_name").and_then(Value::as_str)?.to_owned(),
+                input: request.get("input").cloned().unwrap_or(Value::Null),
+            }));
+        }
+        Some("control_cancel_request") => return str_of("request_id").map(Heard::Withdrawn),
         Some("system") if str_of("subtype").as_deref() == Some("init") => {
             if let Some(s) = str_of("session_id") {
                 t.session = Some(s);
@@ -43,7 +74,7 @@ pub fn stream_json_line(t: &mut Transcript, line: &str) -> Option<String> {
                 .filter(|c| c.get("type").and_then(Value::as_str) == Some("text"))
                 .filter_map(|c| c.get("text").and_then(Value::as_str))
                 .collect();
-            return (!text.is_empty()).then(|| text.join("\n"));
+            return (!text.is_empty()).then(|| Heard::Text(text.join("\n")));
         }
         // After an interrupt the result line may carry no `result` key (and `is_error`): the
         // attempt is then canceled, which the harness's caller decides from why it ended.
@@ -136,6 +167,30 @@ mod tests {
         assert!(t.turn_ended);
         assert_eq!(t.answer, None);
         assert_eq!(t.error.as_deref(), Some("error_during_execution"));
+    }
+
+    #[test]
+    fn a_can_use_tool_request_is_heard_as_an_ask_and_its_cancel_as_withdrawn() {
+        let mut t = Transcript::default();
+        let ask = r#"{"type":"control_request","request_id":"r-1","request":{"subtype":"can_use_tool","tool_name":"Bash","input":{"command":"touch a"},"permission_suggestions":[],"tool_use_id":"tu"}}"#;
+        assert_eq!(
+            stream_json_line(&mut t, ask),
+            Some(Heard::Ask(Ask {
+                request_id: "r-1".into(),
+                tool: "Bash".into(),
+                input: serde_json::json!({"command": "touch a"}),
+            }))
+        );
+        assert_eq!(
+            stream_json_line(
+                &mut t,
+                r#"{"type":"control_cancel_request","request_id":"r-1"}"#
+            ),
+            Some(Heard::Withdrawn("r-1".into()))
+        );
+        let other = r#"{"type":"control_request","request_id":"r-2","request":{"subtype":"hook_callback"}}"#;
+        assert_eq!(stream_json_line(&mut t, other), None);
+        assert_eq!(t.turns, 0);
     }
 
     #[test]

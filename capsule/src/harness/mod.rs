@@ -4,6 +4,7 @@
 //! with SIGINT, stdin bytes or an in-band stream-json `control_request` (SIGINT its fallback),
 //! and ended with all it started after the grace.
 
+mod approvals;
 mod dialect;
 pub mod env;
 pub mod preset;
@@ -433,6 +434,17 @@ pub async fn run(
         (InputDialect::Text, _) => Hold::Close,
     };
     let stdin = StdinFeed::start(harness.stdin.take(), prompt, hold);
+    // A stream-json CLI may ask before it runs a tool; its questions are answered beside the
+    // reader, which goes on reading while one waits.
+    let (asks, answering) = match (d.output, stdin.lines()) {
+        (OutputDialect::StreamJson, Some(lines)) => {
+            let (tx, rx) = tokio::sync::mpsc::channel(QUEUED_ASKS);
+            let task = TaskId::from_wire(a.task_id);
+            let answering = approvals::answer(session.clone(), task, cli_of(session), rx, lines);
+            (Some(tx), Some(tokio::spawn(answering)))
+        }
+        _ => (None, None),
+    };
     let (turns_tx, mut turns_rx) = watch::channel(0u32);
     let (ended_tx, ended) = watch::channel(false);
     let turn_frames = TurnFrames {
@@ -444,9 +456,12 @@ pub async fn run(
         tokio::spawn(read_stdout(
             out,
             d.output,
-            turns_tx,
-            turn_over_tx,
-            turn_frames,
+            Heeded {
+                turns: turns_tx,
+                turn_over: turn_over_tx,
+                frames: turn_frames,
+                asks,
+            },
             ended.clone(),
         ))
     });
@@ -503,6 +518,8 @@ pub async fn run(
     let _ = ended_tx.send_replace(true);
     let transcript = joined(stdout).await;
     let stderr_tail = joined(stderr).await;
+    // The reader has ended, so the answering ends too, giving up a question still open.
+    joined(answering).await;
     let (code, signal) = match &exit {
         Exit::Exited(c) => (Some(*c), None),
         Exit::Signaled(s) => (None, Some(*s)),
@@ -627,6 +644,27 @@ async fn drained(mut ended: watch::Receiver<bool>) {
     tokio::time::sleep(DRAIN).await;
 }
 
+/// How many questions a reader may hand on before it waits for the answering to take them.
+const QUEUED_ASKS: usize = 64;
+
+/// How a question names the CLI that asks.
+fn cli_of(session: &Session) -> &'static str {
+    match session.manifest.driver_artifact().and_then(|a| a.builtin) {
+        Some(crate::manifest::Builtin::ClaudeCode) => "Claude Code",
+        Some(crate::manifest::Builtin::Codex) => "Codex",
+        _ => "The harness",
+    }
+}
+
+/// Where what the reader hears goes: the turn count, the turn's end, `text` frames, and the
+/// CLI's questions.
+struct Heeded {
+    turns: watch::Sender<u32>,
+    turn_over: watch::Sender<bool>,
+    frames: TurnFrames,
+    asks: Option<tokio::sync::mpsc::Sender<dialect::Heard>>,
+}
+
 /// Where a harness's turns go as `text` frames.
 struct TurnFrames {
     events: Arc<EventLog>,
@@ -637,11 +675,15 @@ struct TurnFrames {
 async fn read_stdout(
     mut out: impl AsyncRead + Unpin,
     dialect: OutputDialect,
-    turns: watch::Sender<u32>,
-    turn_over: watch::Sender<bool>,
-    frames: TurnFrames,
+    heeded: Heeded,
     ended: watch::Receiver<bool>,
 ) -> Transcript {
+    let Heeded {
+        turns,
+        turn_over,
+        frames,
+        asks,
+    } = heeded;
     let mut t = Transcript::default();
     let mut buf = vec![0u8; 64 << 10];
     let mut line: Vec<u8> = Vec::new();
@@ -665,15 +707,23 @@ async fn read_stdout(
         }
         for &b in &buf[..n] {
             if b == b'\n' {
-                if let Some(text) = feed_line(&mut t, dialect, &line) {
-                    let meta = json!({"turn": t.turns});
-                    frames.events.frame_for(
-                        &frames.task_id,
-                        &frames.context_id,
-                        "text",
-                        &text,
-                        meta,
-                    );
+                match feed_line(&mut t, dialect, &line) {
+                    Some(dialect::Heard::Text(text)) => {
+                        let meta = json!({"turn": t.turns});
+                        frames.events.frame_for(
+                            &frames.task_id,
+                            &frames.context_id,
+                            "text",
+                            &text,
+                            meta,
+                        );
+                    }
+                    Some(heard) => {
+                        if let Some(asks) = &asks {
+                            let _ = asks.send(heard).await;
+                        }
+                    }
+                    None => {}
                 }
                 line.clear();
                 let _ = turns.send(t.turns);
@@ -695,11 +745,11 @@ async fn read_stdout(
     t
 }
 
-fn feed_line(t: &mut Transcript, dialect: OutputDialect, line: &[u8]) -> Option<String> {
+fn feed_line(t: &mut Transcript, dialect: OutputDialect, line: &[u8]) -> Option<dialect::Heard> {
     let text = String::from_utf8_lossy(line);
     match dialect {
         OutputDialect::StreamJson => dialect::stream_json_line(t, &text),
-        OutputDialect::CodexJson => dialect::codex_line(t, &text),
+        OutputDialect::CodexJson => dialect::codex_line(t, &text).map(dialect::Heard::Text),
         OutputDialect::Text => None,
     }
 }

@@ -9,6 +9,7 @@ use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 use super::route::{self, CodexProvider};
+use crate::manifest::approvals::Mode as ApprovalMode;
 use crate::manifest::{Builtin, Gateway, HarnessPolicy, Permissions, StateHome};
 
 /// murmur's helper commands: runnable at every permission level.
@@ -120,14 +121,20 @@ fn claude_code(
         seed(&dir, user.as_deref(), &[], &[".credentials.json"])?;
         env.push(("CLAUDE_CONFIG_DIR".to_owned(), dir.into_os_string()));
     }
+    let mut args = vec![
+        "--permission-mode".into(),
+        mode.into(),
+        "--allowedTools".into(),
+        tools.join(","),
+    ];
+    // Under `approvals: ask` what the level does not allow becomes a `can_use_tool` request on
+    // stdout, answered on stdin (harness::approvals); without it headless Claude Code refuses.
+    if policy.approvals.mode == ApprovalMode::Ask {
+        args.extend(["--permission-prompt-tool".into(), "stdio".into()]);
+    }
     // Every call, with a key or with the account's own credential, goes through the gateway.
     Ok(Prepared {
-        args: vec![
-            "--permission-mode".into(),
-            mode.into(),
-            "--allowedTools".into(),
-            tools.join(","),
-        ],
+        args,
         env,
         egress: Vec::new(),
         pass: vec!["ANTHROPIC_*".into(), "CLAUDE_CODE_*".into()],
@@ -345,6 +352,11 @@ mod tests {
             ]
         );
         assert!(full.env.is_empty(), "state: user sets no folder");
+        assert!(!read.args.iter().any(|a| a == "--permission-prompt-tool"));
+        let mut asking = policy(Permissions::Read, &[]);
+        asking.approvals.mode = ApprovalMode::Ask;
+        let asking = claude_code(&asking, mur, None, None).unwrap();
+        assert_eq!(asking.args[4..], ["--permission-prompt-tool", "stdio"]);
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use serde::Serialize;
 use tokio::io::AsyncWriteExt;
 use tokio::process::ChildStdin;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 
 use super::watched::signalled;
 
@@ -19,6 +19,30 @@ enum InputLine<'a> {
     ControlRequest {
         request_id: &'a str,
         request: ControlRequest,
+    },
+    ControlResponse {
+        response: ControlResponse<'a>,
+    },
+}
+
+#[derive(Serialize)]
+struct ControlResponse<'a> {
+    subtype: &'static str,
+    request_id: &'a str,
+    response: Permission<'a>,
+}
+
+/// The answer to a `can_use_tool` request, in the shape Claude Code's SDK writes it.
+#[derive(Serialize)]
+#[serde(tag = "behavior", rename_all = "snake_case")]
+pub(super) enum Permission<'a> {
+    Allow {
+        /// The input as asked: the CLI runs what the person approved, not an edit of it.
+        #[serde(rename = "updatedInput")]
+        updated_input: &'a serde_json::Value,
+    },
+    Deny {
+        message: &'a str,
     },
 }
 
@@ -61,6 +85,19 @@ pub(super) fn interrupt_line(request_id: &str) -> Vec<u8> {
     })
 }
 
+/// `{"type":"control_response","response":{"subtype":"success","request_id":"<id>",
+/// "response":{"behavior":"allow","updatedInput":{…}}}}` (or `"behavior":"deny","message":…`)
+/// and a newline: the answer to the `can_use_tool` request `request_id`.
+pub(super) fn permission_line(request_id: &str, permission: Permission) -> Vec<u8> {
+    json_line(&InputLine::ControlResponse {
+        response: ControlResponse {
+            subtype: "success",
+            request_id,
+            response: permission,
+        },
+    })
+}
+
 /// A request id no earlier interrupt used: the harness answers by it.
 pub(super) fn fresh_request_id() -> String {
     format!("int_{}", uuid::Uuid::now_v7().simple())
@@ -78,13 +115,19 @@ pub(super) enum Hold {
     UntilTurnEnds(watch::Receiver<bool>),
 }
 
+/// How many lines may wait for the writer: interrupts and approval answers are a handful a turn.
+const QUEUED_LINES: usize = 64;
+
 /// The harness's stdin, written by a task of its own so that a harness that never reads it
-/// cannot delay anything else: the prompt goes in, then stdin is held as [`Hold`] says;
-/// interrupt bytes cut short a prompt still being written. Dropping the feed tells the writer
-/// the attempt is over, which closes stdin.
+/// cannot delay anything else: the prompt goes in, then stdin is held as [`Hold`] says, and
+/// every line sent meanwhile (interrupt bytes, a stream-json `control_response`) is written in
+/// order; interrupt bytes cut short a prompt still being written. Dropping the feed tells the
+/// writer the attempt is over, which closes stdin.
 pub(super) struct StdinFeed {
-    /// Dropped with the feed, which tells the writer the attempt is over.
-    interrupts: Option<mpsc::Sender<Vec<u8>>>,
+    lines: Option<mpsc::Sender<Vec<u8>>>,
+    /// Dropped with the feed: the writer's sign that the attempt is over, whoever else still
+    /// holds a [`StdinFeed::lines`] sender.
+    _over: Option<oneshot::Sender<()>>,
 }
 
 impl StdinFeed {
@@ -93,25 +136,37 @@ impl StdinFeed {
         prompt: Option<Vec<u8>>,
         hold: Hold,
     ) -> StdinFeed {
+        let closed = StdinFeed {
+            lines: None,
+            _over: None,
+        };
         let Some(stdin) = stdin else {
-            return StdinFeed { interrupts: None };
+            return closed;
         };
         if matches!(hold, Hold::Close) {
             tokio::spawn(feed_and_close(stdin, prompt));
-            return StdinFeed { interrupts: None };
+            return closed;
         }
-        let (tx, rx) = mpsc::channel(1);
-        tokio::spawn(feed(stdin, prompt, hold, rx));
+        let (tx, rx) = mpsc::channel(QUEUED_LINES);
+        let (over_tx, over) = oneshot::channel();
+        tokio::spawn(feed(stdin, prompt, hold, rx, over));
         StdinFeed {
-            interrupts: Some(tx),
+            lines: Some(tx),
+            _over: Some(over_tx),
         }
     }
 
     /// Queues interrupt bytes; a feed that closes stdin after the prompt takes none.
     pub(super) fn interrupt(&self, bytes: Vec<u8>) {
-        if let Some(tx) = &self.interrupts {
+        if let Some(tx) = &self.lines {
             let _ = tx.try_send(bytes);
         }
+    }
+
+    /// A sender of lines to write while the attempt runs; `None` when stdin closes after the
+    /// prompt.
+    pub(super) fn lines(&self) -> Option<mpsc::Sender<Vec<u8>>> {
+        self.lines.clone()
     }
 }
 
@@ -127,58 +182,67 @@ async fn feed(
     mut stdin: ChildStdin,
     prompt: Option<Vec<u8>>,
     hold: Hold,
-    mut interrupts: mpsc::Receiver<Vec<u8>>,
+    mut lines: mpsc::Receiver<Vec<u8>>,
+    mut over: oneshot::Receiver<()>,
 ) {
-    let mut turn_over = match hold {
+    let turn_over = match hold {
         Hold::UntilTurnEnds(rx) => Some(rx),
         _ => None,
     };
     if let Some(prompt) = prompt {
         tokio::select! {
             _ = async { let _ = stdin.write_all(&prompt).await; let _ = stdin.flush().await; } => {}
-            bytes = interrupts.recv() => {
+            bytes = lines.recv() => {
                 // Half a user line cannot be followed by a control line: under stream-json the
                 // input simply ends, which stops a harness that has not begun its turn (SIGINT
                 // follows if it does not).
-                if let (Some(bytes), None) = (bytes, turn_over) {
-                    write_then_hold(stdin, bytes, interrupts).await;
+                if let (Some(bytes), None) = (bytes, &turn_over) {
+                    write_each(stdin, Some(bytes), lines, over, None).await;
                 }
                 return;
             }
+            _ = &mut over => return,
         }
     }
+    write_each(stdin, None, lines, over, turn_over).await;
+}
+
+/// Writes `first` and then each line as it comes, until the attempt is over or, under
+/// stream-json, the turn has ended: a stream-json harness ends its turn with a `result` line and
+/// then waits for input, and closing stdin is what lets it exit. Until then stdin stays open,
+/// since closing it is not the interrupt the driver declared.
+async fn write_each(
+    mut stdin: ChildStdin,
+    first: Option<Vec<u8>>,
+    mut lines: mpsc::Receiver<Vec<u8>>,
+    mut over: oneshot::Receiver<()>,
+    turn_over: Option<watch::Receiver<bool>>,
+) {
     let turn_ended = async {
-        match turn_over.as_mut() {
-            Some(rx) => signalled(rx, |over| *over).await,
+        match turn_over {
+            Some(mut rx) => signalled(&mut rx, |over| *over).await,
             None => std::future::pending::<()>().await,
         }
     };
     tokio::pin!(turn_ended);
-    tokio::select! {
-        _ = &mut turn_ended => {}
-        bytes = interrupts.recv() => if let Some(bytes) = bytes {
+    let mut next = first;
+    loop {
+        if let Some(bytes) = next.take() {
             tokio::select! {
-                _ = write_then_hold(stdin, bytes, interrupts) => {}
-                // After a control line the harness ends its turn with a `result` line and then
-                // waits for input: closing stdin is what lets it exit.
-                _ = &mut turn_ended => {}
+                _ = async { let _ = stdin.write_all(&bytes).await; let _ = stdin.flush().await; } => {}
+                _ = &mut over => return,
+                _ = &mut turn_ended => return,
             }
-        },
+        }
+        tokio::select! {
+            bytes = lines.recv() => match bytes {
+                Some(bytes) => next = Some(bytes),
+                None => return,
+            },
+            _ = &mut over => return,
+            _ = &mut turn_ended => return,
+        }
     }
-}
-
-/// Writes the interrupt bytes and keeps stdin open until the attempt ends: closing it is not the
-/// interrupt the driver declared.
-async fn write_then_hold(
-    mut stdin: ChildStdin,
-    bytes: Vec<u8>,
-    mut interrupts: mpsc::Receiver<Vec<u8>>,
-) {
-    tokio::select! {
-        _ = async { let _ = stdin.write_all(&bytes).await; let _ = stdin.flush().await; } => {}
-        _ = async { while interrupts.recv().await.is_some() {} } => return,
-    }
-    while interrupts.recv().await.is_some() {}
 }
 
 #[cfg(test)]
@@ -196,5 +260,15 @@ mod tests {
             "{\"type\":\"control_request\",\"request_id\":\"int_1\",\"request\":{\"subtype\":\"interrupt\"}}\n"
         );
         assert_ne!(fresh_request_id(), fresh_request_id());
+        let input = serde_json::json!({"command": "touch a"});
+        assert_eq!(
+            String::from_utf8(permission_line("r-1", Permission::Allow { updated_input: &input }))
+                .unwrap(),
+            "{\"type\":\"control_response\",\"response\":{\"subtype\":\"success\",\"request_id\":\"r-1\",\"response\":{\"behavior\":\"allow\",\"updatedInput\":{\"command\":\"touch a\"}}}}\n"
+        );
+        assert_eq!(
+            String::from_utf8(permission_line("r-2", Permission::Deny { message: "no" })).unwrap(),
+            "{\"type\":\"control_response\",\"response\":{\"subtype\":\"success\",\"request_id\":\"r-2\",\"response\":{\"behavior\":\"deny\",\"message\":\"no\"}}}\n"
+        );
     }
 }

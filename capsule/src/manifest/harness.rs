@@ -14,7 +14,7 @@ use crate::manifest::model::{
 use crate::manifest::reader::Reader;
 use serde_yaml::Value;
 
-const KEYS: [&str; 8] = [
+const KEYS: [&str; 13] = [
     "permissions",
     "allow_commands",
     "state",
@@ -23,10 +23,24 @@ const KEYS: [&str; 8] = [
     "read",
     "protect",
     "limits",
+    "approvals",
+    "approve",
+    "deny",
+    "approval_timeout_secs",
+    "approvals_from",
 ];
 
 /// The keys only the CLI presets read; `env` and `limits` serve every process driver.
-const PRESET_KEYS: [&str; 3] = ["permissions", "allow_commands", "state"];
+const PRESET_KEYS: [&str; 8] = [
+    "permissions",
+    "allow_commands",
+    "state",
+    "approvals",
+    "approve",
+    "deny",
+    "approval_timeout_secs",
+    "approvals_from",
+];
 
 /// Characters a command prefix may not hold: each CLI matches prefixes word by word, and these
 /// would make one command line several, or one word many.
@@ -132,6 +146,7 @@ pub fn read(
         None => Vec::new(),
     };
     let limits = super::harness_limits::read(r, f.get("limits"), &f.path("limits"))?;
+    let approvals = super::approvals::read(r, &f)?;
     Ok(Some(Written {
         policy: HarnessPolicy {
             permissions,
@@ -142,6 +157,7 @@ pub fn read(
             read,
             protect,
             limits,
+            approvals,
         },
         preset_keys: PRESET_KEYS.into_iter().filter(|k| f.contains(k)).collect(),
     }))
@@ -294,6 +310,20 @@ pub fn checked(
                 Builtin::Codex.name()
             ),
             "write state: capsule (the default), or permissions: full",
+        ));
+    }
+    if preset == Builtin::Codex && policy.approvals.mode == super::approvals::Mode::Ask {
+        let at = path.key("approvals");
+        return Err(r.error(
+            ErrorCode::BadValue,
+            &at,
+            format!(
+                "{at} is ask, which {} cannot serve yet: `codex exec` never asks (it forces \
+                 approval_policy=never), and murmur does not drive Codex's app-server",
+                Builtin::Codex.name()
+            ),
+            "write approvals: deny (the default), or use murmur/driver-claude-code, whose CLI \
+             asks through its control protocol",
         ));
     }
     Ok(policy)

@@ -67,7 +67,9 @@ pub fn load_document(path: &Path) -> Result<Document, ManifestError> {
     if is_formation {
         formation::read(&reader, &root, absolute(path), &load).map(Document::Formation)
     } else {
-        validate::manifest(&reader, &root, absolute(path)).map(|m| Document::Capsule(Box::new(m)))
+        let m = validate::manifest(&reader, &root, absolute(path))?;
+        super::approvals::check_door(&reader, &m)?;
+        Ok(Document::Capsule(Box::new(m)))
     }
 }
 

@@ -9,6 +9,7 @@
 //! `murmur/` artifacts), `interpolate`, `locate` (line/column), `suggest` (did-you-mean), `paths`,
 //! `error`.
 
+pub mod approvals;
 pub mod artifacts;
 pub mod builtin;
 pub mod driver;

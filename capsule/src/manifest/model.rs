@@ -371,6 +371,9 @@ pub struct HarnessPolicy {
     pub protect: Vec<std::path::PathBuf>,
     /// `limits`: pids, memory and tmp of each attempt (`manifest::harness_limits`).
     pub limits: crate::manifest::harness_limits::HarnessLimits,
+    /// `approvals`, `approve`, `deny`, `approval_timeout_secs`, `approvals_from`
+    /// (`manifest::approvals`).
+    pub approvals: crate::manifest::approvals::ApprovalPolicy,
 }
 
 /// One wall of the jail (DESIGN §8), as `harness.require` and the trace's `walls` name it.

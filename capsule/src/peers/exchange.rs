@@ -4,7 +4,9 @@
 //! stream can be had, or it breaks, GetTask polls instead. Waiting stops at the call's deadline, when this capsule's own task is canceled or
 //! its attempt ends, or when the peer stops answering; in the first two cases the peer's task
 //! is canceled (CancelTask), since nobody will read its answer. Each message a peer answered
-//! is traced `a2a_send`.
+//! is traced `a2a_send`. A task waiting for an approval (its status carries an `approval` data
+//! part) has not settled: the wait goes on with the deadline paused, since a person, not the
+//! caller, answers it.
 //!
 //! Not a held SendMessage: the task's id is known (and traced, and cancelable) from the first
 //! answer. The stream tells the end the moment it happens (a poll would learn it late by up to
@@ -65,6 +67,48 @@ fn settles(state: &str) -> bool {
     TaskState::from_wire(state).is_some_and(TaskState::is_settled)
 }
 
+/// True for a task waiting in TASK_STATE_INPUT_REQUIRED for an approval
+/// (`harness.approvals: ask`), which the caller does not answer.
+pub fn awaits_approval(task: &Value) -> bool {
+    state_of(task) == Some(TaskState::InputRequired)
+        && task
+            .pointer("/status/message/parts")
+            .and_then(Value::as_array)
+            .is_some_and(|parts| {
+                parts
+                    .iter()
+                    .any(|p| p.pointer("/data/kind").and_then(Value::as_str) == Some("approval"))
+            })
+}
+
+/// The call's deadline, paused while the peer's task waits for an approval.
+struct Deadline {
+    at: Instant,
+    paused_since: Option<Instant>,
+}
+
+impl Deadline {
+    /// Pauses or resumes it as the task now stands.
+    fn follow(&mut self, task: &Value) {
+        match (awaits_approval(task), self.paused_since) {
+            (true, None) => self.paused_since = Some(Instant::now()),
+            (false, Some(since)) => {
+                self.at += since.elapsed();
+                self.paused_since = None;
+            }
+            _ => {}
+        }
+    }
+
+    /// When the wait gives up: never while paused (the peer's own approval timeout bounds it).
+    async fn passed(&self) {
+        match self.paused_since {
+            Some(_) => std::future::pending().await,
+            None => tokio::time::sleep_until(self.at).await,
+        }
+    }
+}
+
 /// Where a task stands, when it says.
 pub fn state_of(task: &Value) -> Option<TaskState> {
     task.pointer("/status/state")
@@ -75,7 +119,10 @@ pub fn state_of(task: &Value) -> Option<TaskState> {
 impl Exchange<'_> {
     /// Sends `message` (an A2A Message) and waits for its task.
     pub async fn run(&self, message: Value, stop: &mut Stop) -> Ending {
-        let deadline = Instant::now() + self.within;
+        let mut deadline = Deadline {
+            at: Instant::now() + self.within,
+            paused_since: None,
+        };
         let message_id = text_of(&message, "messageId").unwrap_or_default();
         let params = json!({"message": message, "configuration": {"returnImmediately": true}});
         let taken = self
@@ -109,27 +156,30 @@ impl Exchange<'_> {
         let id = text_of(&task, "id").unwrap_or_default();
         // Told, not asked: the task's own stream says the moment it settles. Polling is the
         // fallback for a stream that cannot be had or breaks.
-        let mut events = match state_of(&task).is_some_and(TaskState::is_settled) {
-            true => None,
-            false => self.door.subscribe(&id, self.trust).await.ok(),
-        };
+        let mut events =
+            match state_of(&task).is_some_and(TaskState::is_settled) && !awaits_approval(&task) {
+                true => None,
+                false => self.door.subscribe(&id, self.trust).await.ok(),
+            };
         let mut pause = FIRST_POLL;
         let mut misses = 0;
         loop {
-            if state_of(&task).is_some_and(TaskState::is_settled) {
+            deadline.follow(&task);
+            let waiting = deadline.paused_since.is_some();
+            if state_of(&task).is_some_and(TaskState::is_settled) && !waiting {
                 return Ending::Settled(task);
             }
             if let Some(stream) = events.as_mut() {
                 let said = tokio::select! {
                     _ = stop.fired() => Err(false),
-                    _ = tokio::time::sleep_until(deadline) => Err(true),
+                    _ = deadline.passed() => Err(true),
                     said = stream.next_state() => Ok(said),
                     // A stream that goes quiet must not hold the wait: ask now and then.
                     _ = tokio::time::sleep(STREAM_CHECK) => Ok(Some(String::new())),
                 };
                 match said {
                     Err(timed_out) => return self.give_up(&id, task, timed_out).await,
-                    Ok(Some(state)) if state.is_empty() || settles(&state) => {
+                    Ok(Some(state)) if state.is_empty() || settles(&state) || waiting => {
                         // The stream carries the state; the task as GetTask shows it carries
                         // the answer.
                         match self
@@ -148,7 +198,7 @@ impl Exchange<'_> {
             }
             let waited = tokio::select! {
                 _ = stop.fired() => Some(false),
-                _ = tokio::time::sleep_until(deadline) => Some(true),
+                _ = deadline.passed() => Some(true),
                 _ = tokio::time::sleep(pause) => None,
             };
             if let Some(timed_out) = waited {
@@ -157,7 +207,7 @@ impl Exchange<'_> {
             pause = (pause * 2).min(LAST_POLL);
             let polled = tokio::select! {
                 _ = stop.fired() => Err(false),
-                _ = tokio::time::sleep_until(deadline) => Err(true),
+                _ = deadline.passed() => Err(true),
                 polled = self.door.call("GetTask", json!({"id": id}), self.trust) => Ok(polled),
             };
             match polled {

@@ -1,6 +1,7 @@
 //! The task registry: every task of the session, its state machine, the run queue, who sees
 //! which task, and the ListTasks order. One mutex guards it; no caller holds it across an await.
 
+pub mod approval;
 mod page_token;
 mod registry;
 mod residue;
@@ -8,7 +9,7 @@ mod state;
 mod task;
 
 pub use registry::{
-    Admission, CancelRefusal, ListPage, ListQuery, Notes, Observer, Outcome, Registry,
+    Admission, CancelRefusal, ListPage, ListQuery, Notes, Observer, Outcome, Registry, Reply,
     ReplyRefusal, Retention, Started, RETAINED,
 };
 pub use residue::{Residue, ResidueItem};

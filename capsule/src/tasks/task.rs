@@ -3,6 +3,9 @@
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+use std::borrow::Cow;
+
+use super::approval::Question;
 use super::state::TaskState;
 use crate::clock::Millis;
 use crate::ids::TaskId;
@@ -110,6 +113,8 @@ pub struct Task {
     pub response: Option<String>,
     /// The question of a task waiting in TASK_STATE_INPUT_REQUIRED.
     pub prompt: Option<String>,
+    /// When that question is an approval: what its `approval` data part says.
+    pub approval: Option<Box<Question>>,
     pub residue: Vec<Value>,
     /// `metadata.murmur` of a terminal task (noAnswer, noAnswerBelow, runningCommands).
     pub murmur_metadata: Map<String, Value>,
@@ -144,7 +149,8 @@ pub struct Status<'a> {
     timestamp: String,
 }
 
-/// The agent's message a terminal status carries: its sentence as one text part.
+/// The agent's message a terminal status carries: its sentence as one text part (and a waiting
+/// approval's data part after it).
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct StatusMessage<'a> {
@@ -152,7 +158,7 @@ struct StatusMessage<'a> {
     context_id: &'a str,
     task_id: &'a str,
     role: &'static str,
-    parts: [TextPart<'a>; 1],
+    parts: Vec<Part<'a>>,
 }
 
 #[derive(Serialize)]
@@ -200,7 +206,7 @@ enum Part<'a> {
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct DataPart<'a> {
-    data: &'a Value,
+    data: Cow<'a, Value>,
     media_type: &'static str,
 }
 
@@ -232,6 +238,7 @@ impl Task {
             + text(&self.status_text)
             + text(&self.response)
             + text(&self.prompt)
+            + self.approval.as_ref().map_or(0, |q| q.held_bytes())
             + self.residue.iter().map(json_bytes).sum::<usize>()
             + self
                 .murmur_metadata
@@ -252,15 +259,24 @@ impl Task {
             TaskState::InputRequired => self.prompt.as_deref().map(|t| (t, "prompt")),
             _ => None,
         };
-        let message = said.map(|(text, kind)| StatusMessage {
-            message_id: format!("msg_{}_{kind}", self.id),
-            context_id: &self.context_id,
-            task_id: self.id.as_str(),
-            role: "ROLE_AGENT",
-            parts: [TextPart {
+        let message = said.map(|(text, kind)| {
+            let mut parts = vec![Part::Text(TextPart {
                 text,
                 media_type: "text/plain",
-            }],
+            })];
+            if let (TaskState::InputRequired, Some(q)) = (self.state, &self.approval) {
+                parts.push(Part::Data(DataPart {
+                    data: Cow::Owned(q.data()),
+                    media_type: "application/json",
+                }));
+            }
+            StatusMessage {
+                message_id: format!("msg_{}_{kind}", self.id),
+                context_id: &self.context_id,
+                task_id: self.id.as_str(),
+                role: "ROLE_AGENT",
+                parts,
+            }
         });
         Status {
             state: self.state.wire(),
@@ -284,7 +300,7 @@ impl Task {
                 .iter()
                 .map(|data| {
                     Part::Data(DataPart {
-                        data,
+                        data: Cow::Borrowed(data),
                         media_type: "application/json",
                     })
                 })
@@ -351,6 +367,7 @@ mod tests {
             seq: 1,
             response: None,
             prompt: None,
+            approval: None,
             residue: Vec::new(),
             murmur_metadata: Map::new(),
             input: None,
@@ -375,7 +392,7 @@ mod tests {
         metadata.insert("noAnswer".into(), json!(true));
         metadata.insert("runningCommands".into(), json!(["sleep 9", "é\n"]));
         for state in states {
-            for mask in 0..32u8 {
+            for mask in 0..64u8 {
                 let mut t = task(state);
                 let on = |bit: u8| mask & (1 << bit) != 0;
                 if on(0) {
@@ -392,6 +409,15 @@ mod tests {
                 }
                 if on(4) {
                     t.murmur_metadata = metadata.clone();
+                }
+                if on(5) {
+                    t.approval = Some(Box::new(crate::tasks::approval::Question {
+                        id: crate::ids::ApprovalId::from_wire("apr_1"),
+                        cli: "Claude Code",
+                        tool: "Bash".into(),
+                        input: json!({"command": "touch \"a\"\n"}),
+                        caller_may_answer: false,
+                    }));
                 }
                 let bytes = String::from_utf8(t.to_bytes()).unwrap();
                 assert_eq!(bytes, t.to_json(None).to_string(), "{state:?} {mask}");
@@ -418,5 +444,33 @@ mod tests {
                      "parts": [{"text": "hi", "mediaType": "text/plain"}]}])
         );
         assert_eq!(v["status"]["message"]["parts"][0]["text"], "ok");
+    }
+
+    #[test]
+    fn a_waiting_approval_shows_its_question_and_data_part() {
+        let mut t = task(TaskState::InputRequired);
+        t.prompt = Some("Claude Code asks to run Bash: touch a".into());
+        t.approval = Some(Box::new(crate::tasks::approval::Question {
+            id: crate::ids::ApprovalId::from_wire("apr_1"),
+            cli: "Claude Code",
+            tool: "Bash".into(),
+            input: json!({"command": "touch a"}),
+            caller_may_answer: false,
+        }));
+        let v: Value = serde_json::from_slice(&t.to_bytes()).unwrap();
+        assert_eq!(
+            v["status"]["message"]["parts"],
+            json!([
+                {"text": "Claude Code asks to run Bash: touch a", "mediaType": "text/plain"},
+                {"data": {"kind": "approval", "approval_id": "apr_1", "tool": "Bash",
+                          "input": {"command": "touch a"}},
+                 "mediaType": "application/json"}
+            ])
+        );
+        assert_eq!(v["artifacts"][0]["artifactId"], "prompt");
+        assert_eq!(
+            v["artifacts"][0]["parts"][0]["text"],
+            "Claude Code asks to run Bash: touch a"
+        );
     }
 }

@@ -8,7 +8,7 @@ use crate::door::check::Inbound;
 use crate::door::error::RpcError;
 use crate::door::message::{self, Incoming};
 use crate::door::{Answer, Door};
-use crate::tasks::{Admission, ReplyRefusal, TaskInput, Viewer};
+use crate::tasks::{Admission, Reply, ReplyRefusal, TaskInput, Viewer};
 
 pub fn parse(door: &Door, params: &Map<String, Value>) -> Result<Incoming, RpcError> {
     message::read(params, &door.session.manifest)
@@ -87,7 +87,15 @@ pub(super) fn continue_task(
 ) -> Result<(crate::ids::TaskId, Value), RpcError> {
     let registry = &door.session.registry;
     registry
-        .reply(task, viewer, msg.context_id.as_deref(), msg.text.clone())
+        .reply(
+            task,
+            viewer,
+            msg.context_id.as_deref(),
+            Reply {
+                text: msg.text.clone(),
+                data: &msg.data,
+            },
+        )
         .map_err(|refusal| match refusal {
             ReplyRefusal::NotFound => RpcError::TaskNotFound(task.to_owned()),
             ReplyRefusal::NotWaiting(state) => RpcError::Unsupported(
@@ -100,5 +108,6 @@ pub(super) fn continue_task(
             ReplyRefusal::OtherContext => RpcError::InvalidParams(format!(
                 "Invalid params: message.contextId names another context than task {task}'s; a reply goes in the context of the task it continues"
             )),
+            ReplyRefusal::NotAnAnswer(why) => RpcError::InvalidParams(why),
         })
 }

@@ -764,7 +764,8 @@ fn e005_the_harness_block_and_what_it_applies_to() {
         ErrorCode::UnknownKey,
         "harness.sandbox",
         "error[E-MAN-003]: worker/murmur.yaml: harness.sandbox is not a manifest key\n  hint: \
-         the keys of harness are permissions, allow_commands, state, env, require, read, protect, limits",
+         the keys of harness are permissions, allow_commands, state, env, require, read, protect, \
+         limits, approvals, approve, deny, approval_timeout_secs, approvals_from",
     );
     refused(
         &format!("{own}harness: {{ require: [network, walls] }}\n"),
@@ -782,4 +783,122 @@ fn e005_the_harness_block_and_what_it_applies_to() {
         m.harness.require,
         [crate::manifest::Wall::Files, crate::manifest::Wall::Network]
     );
+}
+
+#[test]
+fn e005_the_approval_keys() {
+    let claude = |extra: &str| preset("murmur/driver-claude-code", extra);
+    refused(
+        &claude("harness: { approvals: always }\n"),
+        ErrorCode::BadValue,
+        "harness.approvals",
+        "error[E-MAN-005]: worker/murmur.yaml: harness.approvals must be one of deny, ask, not \
+         \"always\"\n  hint: accepted values are deny, ask",
+    );
+    refused(
+        &claude("harness: { approve: [\"Bash(git status:*)\"] }\n"),
+        ErrorCode::BadValue,
+        "harness.approve",
+        "error[E-MAN-005]: worker/murmur.yaml: harness.approve is read only when the CLI asks, \
+         and harness.approvals is deny\n  hint: write approvals: ask, or remove it (under deny, \
+         what the permission level does not allow is refused without asking)",
+    );
+    refused(
+        &claude("harness: { approvals: ask, deny: [\"Bash(rm -rf\"] }\n"),
+        ErrorCode::BadValue,
+        "harness.deny[0]",
+        "error[E-MAN-005]: worker/murmur.yaml: harness.deny[0] is \"Bash(rm -rf\", which opens \
+         a parenthesis it does not close at its end\n  hint: write a tool name, e.g. \
+         \"WebFetch\", or a tool and its input in parentheses: \"Bash(git status:*)\" (a \
+         command and what may follow it), \"Bash(npm test)\" (exactly that), \
+         \"Read(/srv/data/:*)\" (a path prefix)",
+    );
+    refused(
+        &claude("harness: { approvals: ask, approval_timeout_secs: 0 }\n"),
+        ErrorCode::BadValue,
+        "harness.approval_timeout_secs",
+        "error[E-MAN-005]: worker/murmur.yaml: harness.approval_timeout_secs must be a whole \
+         number from 1 to 604800, not 0\n  hint: write how long a question waits for an answer \
+         before it is denied, in seconds, e.g. approval_timeout_secs: 300",
+    );
+    refused(
+        &claude("harness: { approvals: ask, approvals_from: lead }\n"),
+        ErrorCode::BadValue,
+        "harness.approvals_from",
+        "error[E-MAN-005]: worker/murmur.yaml: harness.approvals_from must be one of operator, \
+         caller, not \"lead\"\n  hint: accepted values are operator, caller",
+    );
+    refused(
+        &preset("murmur/driver-codex", "harness: { approvals: ask }\n"),
+        ErrorCode::BadValue,
+        "harness.approvals",
+        "error[E-MAN-005]: worker/murmur.yaml: harness.approvals is ask, which \
+         murmur/driver-codex cannot serve yet: `codex exec` never asks (it forces \
+         approval_policy=never), and murmur does not drive Codex's app-server\n  hint: write \
+         approvals: deny (the default), or use murmur/driver-claude-code, whose CLI asks \
+         through its control protocol",
+    );
+    let own = "name: h\nversion: \"1\"\nartifacts: [{ name: local/h, runtime: driver, process: { command: [h] } }]\n";
+    refused(
+        &format!("{own}harness: {{ approvals: ask }}\n"),
+        ErrorCode::BadValue,
+        "harness.approvals",
+        "error[E-MAN-005]: worker/murmur.yaml: harness.approvals is not accepted: it is read by \
+         the murmur/driver-claude-code and murmur/driver-codex presets, and this capsule's \
+         driver is neither\n  hint: remove it; a process driver of your own passes its CLI's \
+         permission flags in process.command (harness.env serves every driver)",
+    );
+    let m = super::parse(&claude(
+        "harness: { approvals: ask, approve: [\"Bash(git status:*)\", Read], deny: [\"Bash(rm:*)\"], \
+         approval_timeout_secs: 30, approvals_from: caller }\n",
+    ))
+    .unwrap();
+    let a = &m.harness.approvals;
+    assert_eq!(a.mode, crate::manifest::approvals::Mode::Ask);
+    assert_eq!(a.timeout_secs, 30);
+    assert_eq!(a.from, crate::manifest::approvals::From::Caller);
+    assert_eq!(
+        a.approve
+            .iter()
+            .map(|r| (r.at.as_str(), r.text.as_str()))
+            .collect::<Vec<_>>(),
+        [
+            ("harness.approve[0]", "Bash(git status:*)"),
+            ("harness.approve[1]", "Read")
+        ]
+    );
+    assert_eq!(a.deny[0].at, "harness.deny[0]");
+    let plain = super::parse(&claude("")).unwrap();
+    assert_eq!(plain.harness.approvals, Default::default());
+    assert_eq!(plain.harness.approvals.timeout_secs, 600);
+}
+
+/// A lone capsule whose CLI asks needs an authenticated door: anyone reaching a public one
+/// could answer for the operator.
+#[test]
+fn e005_an_asking_capsule_on_a_public_door() {
+    let text = preset("murmur/driver-claude-code", "harness: { approvals: ask }\n");
+    let root = super::tree("asking-public", &[("worker/murmur.yaml", &text)]);
+    let err = match crate::manifest::load_document(&root.join("worker/murmur.yaml")) {
+        Ok(_) => panic!("a public asking door was accepted"),
+        Err(e) => e,
+    };
+    assert_eq!(err.code(), ErrorCode::BadValue);
+    assert_eq!(err.key_path(), "harness.approvals");
+    assert!(
+        err.to_string().ends_with(
+            "harness.approvals is ask, and this capsule's door is public (no \
+             network.authentication): anyone who reaches its port could answer for the operator\n  \
+             hint: declare network.authentication: { scheme: bearer } so only the operator's token \
+             answers, or run the capsule as a formation member (every formation door is \
+             authenticated)"
+        ),
+        "{err}"
+    );
+    let authenticated = format!("{text}network: {{ authentication: {{ scheme: bearer }} }}\n");
+    let root = super::tree(
+        "asking-authenticated",
+        &[("worker/murmur.yaml", &authenticated)],
+    );
+    assert!(crate::manifest::load_document(&root.join("worker/murmur.yaml")).is_ok());
 }

@@ -13,11 +13,12 @@ mod list;
 
 pub use list::{ListPage, ListQuery};
 
+use super::approval::{By, Question, Verdict};
 use super::page_token;
 use super::state::{StateFilter, TaskState};
 use super::task::{Owner, Task, TaskInput, Viewer};
 use crate::clock::Millis;
-use crate::ids::{ContextId, TaskId};
+use crate::ids::{ApprovalId, ContextId, TaskId};
 
 /// The answer to a new task.
 pub enum Admission {
@@ -37,6 +38,15 @@ pub enum ReplyRefusal {
     NotFound,
     NotWaiting(TaskState),
     OtherContext,
+    /// The task waits for an approval and the reply is no answer to it: the sentence says why
+    /// and how to answer; the question stays open.
+    NotAnAnswer(String),
+}
+
+/// A reply's content: its parts as the agent reads them, and its data parts as sent.
+pub struct Reply<'m> {
+    pub text: String,
+    pub data: &'m [Value],
 }
 
 /// How a task attempt ended, as the worker reports it.
@@ -74,6 +84,8 @@ pub struct Started {
 struct Control {
     cancel: watch::Sender<bool>,
     reply: Option<oneshot::Sender<String>>,
+    /// An open approval's answer; dropped on cancel, which the asker reads as a denial.
+    approval: Option<oneshot::Sender<Verdict>>,
 }
 
 /// Told of every change, under the registry's lock (so it sees changes in order).
@@ -191,10 +203,12 @@ impl Inner {
         self.queue.retain(|q| q != id);
         if let Some(control) = self.controls.get_mut(id) {
             control.reply = None;
+            control.approval = None;
             let _ = control.cancel.send_replace(true);
         }
         if let Some(task) = self.tasks.get_mut(id) {
             task.prompt = None;
+            task.approval = None;
             task.input = None;
         }
         self.set_state(id, TaskState::Canceled);
@@ -308,6 +322,7 @@ impl Registry {
             seq: 0,
             response: None,
             prompt: None,
+            approval: None,
             residue: Vec::new(),
             murmur_metadata: Map::new(),
             input,
@@ -327,6 +342,7 @@ impl Registry {
                 Control {
                     cancel,
                     reply: None,
+                    approval: None,
                 },
             );
         }
@@ -495,6 +511,7 @@ impl Registry {
             return;
         };
         task.prompt = None;
+        task.approval = None;
         task.input = None;
         match outcome {
             Outcome::Completed(answer) if !task.state.is_terminal() => {
@@ -566,15 +583,67 @@ impl Registry {
         Some(rx)
     }
 
+    /// The harness's CLI asks to run a tool: the task waits in TASK_STATE_INPUT_REQUIRED with
+    /// the question's sentence as its prompt and status message, and its `approval` data part,
+    /// until an answer comes ([`Registry::reply`]), the asker withdraws it, or a cancel drops
+    /// the sender (read as [`Verdict::canceled`]). `None` when the task is no longer working.
+    pub fn request_approval(
+        &self,
+        id: &TaskId,
+        question: Question,
+    ) -> Option<oneshot::Receiver<Verdict>> {
+        let mut inner = self.lock();
+        let task = inner.tasks.get_mut(id)?;
+        if task.state != TaskState::Working {
+            return None;
+        }
+        task.prompt = Some(question.sentence());
+        task.approval = Some(Box::new(question));
+        let (tx, rx) = oneshot::channel();
+        inner.controls.get_mut(id)?.approval = Some(tx);
+        inner.set_state(id, TaskState::InputRequired);
+        drop(inner);
+        self.changed();
+        Some(rx)
+    }
+
+    /// The asker gives up approval `approval` (its timeout passed, the CLI withdrew it, the
+    /// attempt ended): a task still waiting on it is WORKING again.
+    pub fn withdraw_approval(&self, id: &TaskId, approval: &ApprovalId) {
+        let mut inner = self.lock();
+        let Some(task) = inner.tasks.get_mut(id) else {
+            return;
+        };
+        if task.approval.as_ref().is_none_or(|q| &q.id != approval) {
+            return;
+        }
+        task.approval = None;
+        task.prompt = None;
+        let waiting = task.state == TaskState::InputRequired;
+        if let Some(c) = inner.controls.get_mut(id) {
+            c.approval = None;
+        }
+        if waiting {
+            inner.set_state(id, TaskState::Working);
+        } else {
+            inner.touch(id);
+        }
+        drop(inner);
+        self.changed();
+    }
+
     /// A message naming a task: delivered as the reply when the task waits for input in the
-    /// same context. The door's capacity is not consulted. Answers the task as the reply left
-    /// it (TASK_STATE_WORKING).
+    /// same context. The door's capacity is not consulted. A task waiting for an approval takes
+    /// only an answer to it, and only from who may answer: the operator, or under
+    /// `approvals_from: caller` the task's own caller; anyone else is told the task is not
+    /// found, as for a task it does not see. Answers the task as the reply left it
+    /// (TASK_STATE_WORKING).
     pub fn reply(
         &self,
         id: &str,
         viewer: &Viewer,
         context_id: Option<&str>,
-        text: String,
+        reply: Reply<'_>,
     ) -> Result<(TaskId, Value), ReplyRefusal> {
         let mut inner = self.lock();
         let task = inner.visible(id, viewer).ok_or(ReplyRefusal::NotFound)?;
@@ -584,16 +653,44 @@ impl Registry {
         if context_id.is_some_and(|c| c != task.context_id) {
             return Err(ReplyRefusal::OtherContext);
         }
+        let answer = match &task.approval {
+            None => None,
+            Some(q) => {
+                let by = match viewer {
+                    Viewer::Everyone => By::Operator,
+                    Viewer::Credential(_) if q.caller_may_answer => By::Caller,
+                    Viewer::Credential(_) => return Err(ReplyRefusal::NotFound),
+                };
+                let (decision, reason) = q
+                    .answer_of(&reply.text, reply.data)
+                    .map_err(|wrong| ReplyRefusal::NotAnAnswer(q.how_to_answer(id, &wrong)))?;
+                Some(Verdict {
+                    decision,
+                    by,
+                    reason,
+                })
+            }
+        };
         let id = task.id.clone();
-        let waiter = inner.controls.get_mut(&id).and_then(|c| c.reply.take());
+        let (waiter, approval) = match inner.controls.get_mut(&id) {
+            Some(c) => (c.reply.take(), c.approval.take()),
+            None => (None, None),
+        };
         if let Some(task) = inner.tasks.get_mut(&id) {
             task.prompt = None;
+            task.approval = None;
         }
         inner.set_state(&id, TaskState::Working);
         let json = inner.json_of(&id);
         drop(inner);
-        if let Some(w) = waiter {
-            let _ = w.send(text);
+        match (answer, approval, waiter) {
+            (Some(verdict), Some(tx), _) => {
+                let _ = tx.send(verdict);
+            }
+            (None, _, Some(w)) => {
+                let _ = w.send(reply.text);
+            }
+            _ => {}
         }
         self.changed();
         Ok((id, json))

@@ -198,7 +198,15 @@ fn the_byte_total_is_what_the_kept_tasks_hold() {
     let with_prompt = reg.held_bytes();
     assert!(with_prompt >= 7000, "{with_prompt}");
     assert!(reg
-        .reply(id.as_str(), &Viewer::Everyone, None, "a".into())
+        .reply(
+            id.as_str(),
+            &Viewer::Everyone,
+            None,
+            crate::tasks::Reply {
+                text: "a".into(),
+                data: &[],
+            },
+        )
         .is_ok());
     assert!(
         reg.held_bytes() + 7000 <= with_prompt,
@@ -265,5 +273,155 @@ fn all() -> ListQuery {
         after_seq: None,
         since_nanos: None,
         include_artifacts: false,
+    }
+}
+
+mod approvals {
+    use super::*;
+    use crate::tasks::approval::{Decision, Question};
+    use crate::tasks::Reply;
+
+    fn question(caller_may_answer: bool) -> Question {
+        Question {
+            id: ApprovalId::mint(),
+            cli: "Claude Code",
+            tool: "Bash".into(),
+            input: serde_json::json!({"command": "touch approved.txt"}),
+            caller_may_answer,
+        }
+    }
+
+    fn text(t: &str) -> Reply<'static> {
+        Reply {
+            text: t.into(),
+            data: &[],
+        }
+    }
+
+    /// A task of `member:lead`'s, running, with an approval open.
+    fn asking(caller_may_answer: bool) -> (Registry, TaskId, oneshot::Receiver<Verdict>) {
+        let reg = Registry::new(1);
+        let owner = Owner::Credential("member:lead".into());
+        let id = id_of(reg.admit(None, owner, input()));
+        assert!(block_on(reg.next()).is_some());
+        let rx = reg
+            .request_approval(&id, question(caller_may_answer))
+            .unwrap();
+        (reg, id, rx)
+    }
+
+    fn state(reg: &Registry, id: &TaskId) -> TaskState {
+        reg.state_of(id.as_str(), &Viewer::Everyone).unwrap()
+    }
+
+    #[test]
+    fn the_operator_answers_and_the_task_works_again() {
+        let (reg, id, rx) = asking(false);
+        assert_eq!(state(&reg, &id), TaskState::InputRequired);
+        let shown: Value =
+            serde_json::from_slice(&reg.get(id.as_str(), &Viewer::Everyone).unwrap()).unwrap();
+        assert_eq!(
+            shown["status"]["message"]["parts"][1]["data"]["kind"],
+            "approval"
+        );
+        let (_, task) = reg
+            .reply(
+                id.as_str(),
+                &Viewer::Everyone,
+                None,
+                text("Deny: not today"),
+            )
+            .ok()
+            .unwrap();
+        assert_eq!(task["status"]["state"], "TASK_STATE_WORKING");
+        assert!(task["status"].get("message").is_none());
+        let verdict = block_on(rx).unwrap();
+        assert_eq!(
+            (verdict.decision, verdict.by, verdict.reason.as_deref()),
+            (Decision::Deny, By::Operator, Some("not today"))
+        );
+    }
+
+    #[test]
+    fn a_member_credential_is_told_the_task_is_not_found_unless_callers_may_answer() {
+        let lead = Viewer::Credential("member:lead".into());
+        let (reg, id, _rx) = asking(false);
+        assert!(matches!(
+            reg.reply(id.as_str(), &lead, None, text("approve")),
+            Err(ReplyRefusal::NotFound)
+        ));
+        assert_eq!(
+            state(&reg, &id),
+            TaskState::InputRequired,
+            "the question stays open"
+        );
+        let (reg, id, rx) = asking(true);
+        assert!(reg.reply(id.as_str(), &lead, None, text("approve")).is_ok());
+        assert_eq!(block_on(rx).unwrap().by, By::Caller);
+        // Another credential does not see the task at all.
+        let (reg, id, _rx) = asking(true);
+        let other = Viewer::Credential("member:other".into());
+        assert!(matches!(
+            reg.reply(id.as_str(), &other, None, text("approve")),
+            Err(ReplyRefusal::NotFound)
+        ));
+    }
+
+    #[test]
+    fn a_reply_that_is_no_answer_leaves_the_question_open() {
+        let (reg, id, mut rx) = asking(false);
+        let Err(ReplyRefusal::NotAnAnswer(why)) =
+            reg.reply(id.as_str(), &Viewer::Everyone, None, text("sure, go ahead"))
+        else {
+            panic!("a reply that is no answer was taken");
+        };
+        assert!(
+            why.starts_with(&format!(
+                "Invalid params: task {id} waits for approval apr_"
+            )),
+            "{why}"
+        );
+        assert!(
+            why.contains("the reply is neither approve nor deny"),
+            "{why}"
+        );
+        assert_eq!(state(&reg, &id), TaskState::InputRequired);
+        assert!(rx.try_recv().is_err(), "nothing was answered");
+    }
+
+    #[test]
+    fn a_cancel_drops_the_question_which_reads_as_a_denial() {
+        let (reg, id, rx) = asking(false);
+        assert!(reg.cancel(id.as_str(), &Viewer::Everyone).is_ok());
+        assert!(block_on(rx).is_err(), "the sender is dropped");
+        let shown: Value =
+            serde_json::from_slice(&reg.get(id.as_str(), &Viewer::Everyone).unwrap()).unwrap();
+        assert!(
+            shown.get("artifacts").is_none(),
+            "no prompt is left: {shown}"
+        );
+    }
+
+    #[test]
+    fn a_withdrawn_question_leaves_the_task_working() {
+        let (reg, id, _rx) = asking(false);
+        let open = reg
+            .read(id.as_str(), &Viewer::Everyone, |t| {
+                t.approval.as_ref().map(|q| q.id.clone())
+            })
+            .flatten()
+            .unwrap();
+        reg.withdraw_approval(&id, &ApprovalId::from_wire("apr_other"));
+        assert_eq!(
+            state(&reg, &id),
+            TaskState::InputRequired,
+            "another id withdraws nothing"
+        );
+        reg.withdraw_approval(&id, &open);
+        assert_eq!(state(&reg, &id), TaskState::Working);
+        assert!(matches!(
+            reg.reply(id.as_str(), &Viewer::Everyone, None, text("approve")),
+            Err(ReplyRefusal::NotWaiting(TaskState::Working))
+        ));
     }
 }

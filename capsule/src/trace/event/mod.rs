@@ -9,11 +9,12 @@ use serde::{Serialize, Serializer};
 use serde_json::Value;
 
 use crate::clock::Millis;
-use crate::ids::{DelegationId, SessionId, TaskId, WorkId};
+use crate::ids::{ApprovalId, DelegationId, SessionId, TaskId, WorkId};
 use crate::manifest::Interrupt;
 use crate::process::containment::Walls;
 use crate::process::Mode;
 pub use crate::provenance::{Origin, Trust};
+use crate::tasks::approval::{By, Decision};
 use crate::tasks::TaskState;
 
 /// One trace record, without the three keys every record starts with (`event_type`,
@@ -153,6 +154,28 @@ pub enum TraceEvent {
         context_id: String,
         harness_session: String,
         requested_by: RequestedBy,
+    },
+    /// A harness's CLI asked to run a tool beyond its permission level
+    /// (`harness.approvals: ask`); the rules or a person answer it.
+    ApprovalAsked {
+        task_id: TaskId,
+        approval_id: ApprovalId,
+        /// The CLI's own id of the question, which its answer names.
+        request_id: String,
+        tool: String,
+        input: Value,
+    },
+    /// The answer the CLI was given.
+    ApprovalAnswered {
+        task_id: TaskId,
+        approval_id: ApprovalId,
+        decision: Decision,
+        by: By,
+        /// The rule that decided (`harness.deny[0] "Bash(rm:*)"`), for `by: rule`.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        rule: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
     },
     /// The jail's egress proxy refused a destination a harness asked for (DESIGN §8).
     EgressDenied {
@@ -547,6 +570,8 @@ impl TraceEvent {
             TraceEvent::HarnessInterrupt { .. } => "harness_interrupt",
             TraceEvent::HarnessExit { .. } => "harness_exit",
             TraceEvent::HarnessSessionForgotten { .. } => "harness_session_forgotten",
+            TraceEvent::ApprovalAsked { .. } => "approval_asked",
+            TraceEvent::ApprovalAnswered { .. } => "approval_answered",
             TraceEvent::EgressDenied { .. } => "egress_denied",
             TraceEvent::ToolCall { .. } => "tool_call",
             TraceEvent::ShellStart { .. } => "shell_start",

@@ -1,0 +1,315 @@
+//! Answering a CLI's questions during an attempt (`harness.approvals`, docs/agent-clis.md
+//! "Approvals"): each `can_use_tool` request is answered by the manifest's rules at once, or
+//! shown on the task (TASK_STATE_INPUT_REQUIRED with an `approval` data part) and answered by
+//! whoever may answer, or denied when `approval_timeout_secs` passes or the task is canceled.
+//! Questions a person answers are shown one at a time, oldest first. Every question and answer
+//! is traced; the answer goes to the CLI as a `control_response` line on its stdin.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+use super::dialect::{Ask, Heard};
+use super::stdin::{permission_line, Permission};
+use crate::ids::{ApprovalId, TaskId};
+use crate::manifest::approvals::{From, Mode, Ruled};
+use crate::session::Session;
+use crate::tasks::approval::{main_input, By, Decision, Question, Verdict};
+use crate::trace::TraceEvent;
+
+/// How many questions may wait for a person at once; past it the CLI is answered deny.
+const MOST_WAITING: usize = 64;
+
+/// The questions of one attempt, as its stdout reader hears them.
+pub(super) type Asks = mpsc::Receiver<Heard>;
+
+/// One question on its way to an answer.
+struct Pending {
+    ask: Ask,
+    id: ApprovalId,
+}
+
+/// What the CLI is told, and the trace's account of who decided.
+struct Answer {
+    verdict: Verdict,
+    /// The deciding rule, as `harness.deny[0] "Bash(rm:*)"`.
+    rule: Option<String>,
+}
+
+/// Answers the attempt's questions until its reader ends. `cli` is how the question names the
+/// CLI; `lines` writes to its stdin.
+pub(super) async fn answer(
+    session: Arc<Session>,
+    task: TaskId,
+    cli: &'static str,
+    mut asks: Asks,
+    lines: mpsc::Sender<Vec<u8>>,
+) {
+    let mut waiting: VecDeque<Pending> = VecDeque::new();
+    loop {
+        let Some(next) = waiting.pop_front() else {
+            match asks.recv().await {
+                Some(heard) => hear(&session, &task, &lines, &mut waiting, heard),
+                None => return,
+            }
+            continue;
+        };
+        let question = Question {
+            id: next.id.clone(),
+            cli,
+            tool: next.ask.tool.clone(),
+            input: next.ask.input.clone(),
+            caller_may_answer: session.manifest.harness.approvals.from == From::Caller,
+        };
+        let Some(mut verdict) = session.registry.request_approval(&task, question) else {
+            tell(&session, &task, &lines, &next, canceled());
+            continue;
+        };
+        let timeout = session.manifest.harness.approvals.timeout_secs;
+        let timer = tokio::time::sleep(Duration::from_secs(timeout));
+        tokio::pin!(timer);
+        let answer = loop {
+            tokio::select! {
+                v = &mut verdict => break Some(v.map_or_else(|_| canceled(), |verdict| Answer { verdict, rule: None })),
+                _ = &mut timer => break Some(timed_out(timeout)),
+                heard = asks.recv() => match heard {
+                    Some(Heard::Withdrawn(r)) if r == next.ask.request_id => break None,
+                    Some(heard) => hear(&session, &task, &lines, &mut waiting, heard),
+                    // The attempt is over; the task's ending clears the question.
+                    None => {
+                        session.registry.withdraw_approval(&task, &next.id);
+                        return;
+                    }
+                },
+            }
+        };
+        session.registry.withdraw_approval(&task, &next.id);
+        match answer {
+            Some(answer) => tell(&session, &task, &lines, &next, answer),
+            None => traced(&session, &task, &next.id, &withdrawn()),
+        }
+    }
+}
+
+/// A line the reader heard while a question may be open: a new question is ruled on at once
+/// or queued; a withdrawn one leaves the queue unanswered.
+fn hear(
+    session: &Session,
+    task: &TaskId,
+    lines: &mpsc::Sender<Vec<u8>>,
+    waiting: &mut VecDeque<Pending>,
+    heard: Heard,
+) {
+    let ask = match heard {
+        Heard::Ask(ask) => ask,
+        Heard::Withdrawn(request_id) => {
+            if let Some(at) = waiting.iter().position(|p| p.ask.request_id == request_id) {
+                if let Some(p) = waiting.remove(at) {
+                    traced(session, task, &p.id, &withdrawn());
+                }
+            }
+            return;
+        }
+        Heard::Text(_) => return,
+    };
+    let pending = Pending {
+        id: ApprovalId::mint(),
+        ask,
+    };
+    session.trace.event(TraceEvent::ApprovalAsked {
+        task_id: task.clone(),
+        approval_id: pending.id.clone(),
+        request_id: pending.ask.request_id.clone(),
+        tool: pending.ask.tool.clone(),
+        input: pending.ask.input.clone(),
+    });
+    let policy = &session.manifest.harness.approvals;
+    if policy.mode == Mode::Deny {
+        return tell(session, task, lines, &pending, refused_by_mode());
+    }
+    let ruled = policy.rule(
+        &pending.ask.tool,
+        main_input(&pending.ask.tool, &pending.ask.input),
+    );
+    let by_rule = |decision, rule: &crate::manifest::approvals::Rule| Answer {
+        verdict: Verdict {
+            decision,
+            by: By::Rule,
+            reason: None,
+        },
+        rule: Some(format!("{} {:?}", rule.at, rule.text)),
+    };
+    match ruled {
+        Ruled::Approved(rule) => tell(
+            session,
+            task,
+            lines,
+            &pending,
+            by_rule(Decision::Approve, rule),
+        ),
+        Ruled::Denied(rule) => tell(
+            session,
+            task,
+            lines,
+            &pending,
+            by_rule(Decision::Deny, rule),
+        ),
+        Ruled::Open if waiting.len() >= MOST_WAITING => {
+            tell(session, task, lines, &pending, too_many())
+        }
+        Ruled::Open => waiting.push_back(pending),
+    }
+}
+
+/// Traces the answer and writes it to the CLI.
+fn tell(
+    session: &Session,
+    task: &TaskId,
+    lines: &mpsc::Sender<Vec<u8>>,
+    pending: &Pending,
+    answer: Answer,
+) {
+    traced(session, task, &pending.id, &answer);
+    let message = denial(&answer);
+    let permission = match answer.verdict.decision {
+        Decision::Approve => Permission::Allow {
+            updated_input: &pending.ask.input,
+        },
+        Decision::Deny => Permission::Deny { message: &message },
+    };
+    // A full queue means the CLI reads none of its stdin: it would not read the answer either.
+    let _ = lines.try_send(permission_line(&pending.ask.request_id, permission));
+}
+
+fn traced(session: &Session, task: &TaskId, id: &ApprovalId, answer: &Answer) {
+    session.trace.event(TraceEvent::ApprovalAnswered {
+        task_id: task.clone(),
+        approval_id: id.clone(),
+        decision: answer.verdict.decision,
+        by: answer.verdict.by,
+        rule: answer.rule.clone(),
+        reason: answer.verdict.reason.clone(),
+    });
+}
+
+/// What the model reads when it is denied: who denied it and why, so it can say so or try
+/// another way.
+fn denial(answer: &Answer) -> String {
+    let v = &answer.verdict;
+    let reason = v
+        .reason
+        .as_deref()
+        .map(|r| format!(": {r}"))
+        .unwrap_or_default();
+    match (v.by, &answer.rule) {
+        (By::Operator, _) => format!("murmur: the operator denied this{reason}"),
+        (By::Caller, _) => format!("murmur: the task's caller denied this{reason}"),
+        (By::Rule, Some(rule)) => format!("murmur: the rule {rule} denies this"),
+        (By::Rule, None) | (By::Timeout, _) | (By::Cancel, _) => {
+            format!("murmur: denied{reason}")
+        }
+    }
+}
+
+fn canceled() -> Answer {
+    Answer {
+        verdict: Verdict::canceled(),
+        rule: None,
+    }
+}
+
+fn withdrawn() -> Answer {
+    Answer {
+        verdict: Verdict {
+            decision: Decision::Deny,
+            by: By::Cancel,
+            reason: Some("the CLI withdrew its question".into()),
+        },
+        rule: None,
+    }
+}
+
+fn timed_out(secs: u64) -> Answer {
+    Answer {
+        verdict: Verdict {
+            decision: Decision::Deny,
+            by: By::Timeout,
+            reason: Some(format!(
+                "no answer came within {secs} s (harness.approval_timeout_secs)"
+            )),
+        },
+        rule: None,
+    }
+}
+
+fn refused_by_mode() -> Answer {
+    Answer {
+        verdict: Verdict {
+            decision: Decision::Deny,
+            by: By::Rule,
+            reason: Some(
+                "harness.approvals is deny: what harness.permissions does not allow is refused"
+                    .into(),
+            ),
+        },
+        rule: Some("harness.approvals \"deny\"".into()),
+    }
+}
+
+fn too_many() -> Answer {
+    Answer {
+        verdict: Verdict {
+            decision: Decision::Deny,
+            by: By::Rule,
+            reason: Some(format!(
+                "{MOST_WAITING} questions already wait for an answer"
+            )),
+        },
+        rule: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_denial_says_who_denied_and_why() {
+        let by = |by, reason: Option<&str>, rule: Option<&str>| {
+            denial(&Answer {
+                verdict: Verdict {
+                    decision: Decision::Deny,
+                    by,
+                    reason: reason.map(str::to_owned),
+                },
+                rule: rule.map(str::to_owned),
+            })
+        };
+        assert_eq!(
+            by(By::Operator, None, None),
+            "murmur: the operator denied this"
+        );
+        assert_eq!(
+            by(By::Operator, Some("not on main"), None),
+            "murmur: the operator denied this: not on main"
+        );
+        assert_eq!(
+            by(By::Caller, Some("no"), None),
+            "murmur: the task's caller denied this: no"
+        );
+        assert_eq!(
+            by(By::Rule, None, Some("harness.deny[0] \"Bash(rm:*)\"")),
+            "murmur: the rule harness.deny[0] \"Bash(rm:*)\" denies this"
+        );
+        assert_eq!(
+            denial(&timed_out(5)),
+            "murmur: denied: no answer came within 5 s (harness.approval_timeout_secs)"
+        );
+        assert_eq!(
+            denial(&canceled()),
+            "murmur: denied: the task was canceled while this waited for approval"
+        );
+    }
+}
