@@ -1,6 +1,7 @@
 //! `mur`: the murmur supervisor. A thin CLI over the `capsule` library: it launches capsules
 //! (re-executing itself as `mur __capsule`), keeps their records, and talks to their doors.
 
+mod approvals;
 mod client;
 mod commands;
 mod delegation;
@@ -75,6 +76,24 @@ enum Cmd {
     Stop { address: String },
     /// Cancel one task of a running session
     Cancel { address: String, task_id: String },
+    /// Approve what a task of a running session asks to run (harness.approvals: ask)
+    Approve {
+        address: String,
+        /// The question's approval id (apr_…) or its task's id; needed when several are open
+        approval: Option<String>,
+        /// Why, for the trace
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Deny what a task of a running session asks to run; the agent is told, with the reason
+    Deny {
+        address: String,
+        /// The question's approval id (apr_…) or its task's id; needed when several are open
+        approval: Option<String>,
+        /// Why: the agent reads it
+        #[arg(long)]
+        reason: Option<String>,
+    },
     /// Print a running session's credentials and tokens, `operator` first
     Token {
         #[arg(conflicts_with = "kubernetes")]
@@ -276,6 +295,22 @@ async fn dispatch(cmd: Cmd) -> CliResult<i32> {
         Cmd::Spend { day, json } => commands::spend::run(day.as_deref(), json),
         Cmd::Stop { address } => commands::stop::run(&address).await,
         Cmd::Cancel { address, task_id } => commands::cancel::run(&address, &task_id).await,
+        Cmd::Approve {
+            address,
+            approval,
+            reason,
+        } => {
+            let decision = approvals::Decision::Approve;
+            commands::approve::run(&address, approval.as_deref(), decision, reason.as_deref()).await
+        }
+        Cmd::Deny {
+            address,
+            approval,
+            reason,
+        } => {
+            let decision = approvals::Decision::Deny;
+            commands::approve::run(&address, approval.as_deref(), decision, reason.as_deref()).await
+        }
         Cmd::Token {
             kubernetes: true,
             manifest,
@@ -403,7 +438,7 @@ mod layering {
     const FLOORS: [&[&str]; 5] = [
         &["commands"],
         &["top", "formation", "delegation", "render"],
-        &["stopping", "trace", "listing", "follow"],
+        &["stopping", "trace", "listing", "follow", "approvals"],
         &["client"],
         // `terminal` imports nothing: the client shows a door's refusal through it too.
         &["records", "tokens", "launch", "error", "terminal"],

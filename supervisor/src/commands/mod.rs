@@ -1,5 +1,6 @@
 //! One file per `mur` command.
 
+pub mod approve;
 pub mod cancel;
 pub mod capsule;
 pub mod helpers;

@@ -173,6 +173,7 @@ pub fn render(events: &[Value]) -> String {
             out.push('\n');
         }
     }
+    out.push_str(&approvals(events));
     out.push_str(&shell(events, !has_harness));
     out.push_str(&spend::section(events));
     out.push_str(&peers(events));
@@ -232,6 +233,48 @@ fn shell(events: &[Value], with_egress: bool) -> String {
     for line in lines {
         out.push_str(&line);
         out.push('\n');
+    }
+    out
+}
+
+/// The Approvals section: each question a CLI asked (`harness.approvals: ask`), what it asked
+/// and how it was answered, by whom; `(open)` while nobody has. Empty when none was asked.
+fn approvals(events: &[Value]) -> String {
+    let asked: Vec<&Value> = events
+        .iter()
+        .filter(|e| s(e, "event_type") == "approval_asked")
+        .collect();
+    if asked.is_empty() {
+        return String::new();
+    }
+    let mut out = rule("Approvals");
+    out.push('\n');
+    for q in asked {
+        let id = s(q, "approval_id");
+        let what = capsule::tasks::approval::summary(s(q, "tool"), &q["input"]);
+        let answer = events
+            .iter()
+            .find(|e| s(e, "event_type") == "approval_answered" && s(e, "approval_id") == id);
+        let how = match answer {
+            None => "(open)".to_owned(),
+            Some(a) => {
+                let rule = a.get("rule").and_then(Value::as_str);
+                let reason = a.get("reason").and_then(Value::as_str);
+                format!(
+                    "{} by {}{}{}",
+                    s(a, "decision"),
+                    s(a, "by"),
+                    rule.map(|r| format!(" ({r})")).unwrap_or_default(),
+                    reason.map(|r| format!(": {r}")).unwrap_or_default()
+                )
+            }
+        };
+        out.push_str(&format!(
+            "{}  {id} {}: {}: {how}\n",
+            short(s(q, "task_id")),
+            s(q, "tool"),
+            cut(&what.replace(['\n', '\r'], " "), 200)
+        ));
     }
     out
 }

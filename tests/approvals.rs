@@ -1,0 +1,356 @@
+//! Approvals over A2A (docs/agent-clis.md "Approvals") with the real `claude` CLI against the
+//! fake Anthropic provider (tests/support/clis.rs): the shipped Claude Code worker at
+//! `permissions: read, approvals: ask` is asked to `RUN touch …`, which its level does not
+//! allow. Claude Code asks through its control protocol (`--permission-prompt-tool stdio`), the
+//! task waits in TASK_STATE_INPUT_REQUIRED with the approval data part, and `mur approve` /
+//! `mur deny`, a rule, the timeout or a cancel answers. Who may answer is checked with each
+//! credential the door knows. Every refusal's exact code and message is checked.
+
+#[path = "support/clients.rs"]
+mod clients;
+#[path = "support/clis.rs"]
+mod clis;
+#[path = "support/fake_provider.rs"]
+mod fake_provider;
+mod support;
+
+use clis::*;
+use serde_json::{json, Value};
+use support::*;
+
+/// The shipped worker, asking, on a door with a declared credential `client` besides the
+/// operator; `harness` adds to the approval keys.
+fn asking_worker(home: &Home, harness: &str) -> std::path::PathBuf {
+    let shipped = std::fs::read_to_string(shipped("worker-claude-code.yaml")).unwrap();
+    let text = format!(
+        "{shipped}\nharness:\n  approvals: ask\n{harness}\nnetwork:\n  authentication:\n    \
+         scheme: bearer\n    credentials:\n      client: {{ scopes: [SendMessage, GetTask, ListTasks, \
+         CancelTask] }}\n"
+    );
+    home.write("asking/murmur.yaml", &text)
+}
+
+/// A session's tokens by credential, as `mur token` prints them.
+fn tokens(home: &Home, session: &str) -> Vec<(String, String)> {
+    let (code, out, err) = home.run(&["token", session]);
+    assert_eq!(code, 0, "{err}");
+    out.lines()
+        .filter_map(|l| l.split_once(' '))
+        .map(|(c, t)| (c.to_owned(), t.to_owned()))
+        .collect()
+}
+
+fn token_of<'t>(tokens: &'t [(String, String)], credential: &str) -> &'t str {
+    &tokens.iter().find(|(c, _)| c == credential).unwrap().1
+}
+
+/// A door and the tokens to call it with.
+struct Door<'w> {
+    world: &'w World,
+    run: Launch,
+    tokens: Vec<(String, String)>,
+}
+
+impl Door<'_> {
+    fn call(&self, credential: &str, method: &str, params: Value) -> Value {
+        bearer_rpc(
+            self.run.port,
+            token_of(&self.tokens, credential),
+            method,
+            params,
+        )
+    }
+
+    /// Starts `text` as `credential`'s task; answers its id.
+    fn start(&self, credential: &str, text: &str) -> String {
+        let resp = self.call(credential, "SendMessage", message(text, true));
+        resp["result"]["task"]["id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no task started: {resp}"))
+            .to_owned()
+    }
+
+    fn task(&self, id: &str) -> Value {
+        self.call("operator", "GetTask", json!({"id": id}))["result"].clone()
+    }
+
+    /// Waits (bounded) until the task's state ends with `state`.
+    fn wait(&self, id: &str, state: &str) -> Value {
+        let mut last = Value::Null;
+        let reached = wait_until(LONG, || {
+            last = self.task(id);
+            last["status"]["state"]
+                .as_str()
+                .is_some_and(|s| s.ends_with(state))
+        });
+        assert!(reached, "task {id} never reached {state}; last seen {last}");
+        last
+    }
+
+    fn mur(&self, args: &[&str]) -> (i32, String, String) {
+        self.world.home.run(args)
+    }
+
+    fn trace(&self, event: &str) -> Vec<Value> {
+        self.world
+            .home
+            .trace(&self.run.session)
+            .into_iter()
+            .filter(|e| e["event_type"] == event)
+            .collect()
+    }
+}
+
+fn launch<'w>(world: &'w World, harness: &str) -> Door<'w> {
+    let run = world.launch(&asking_worker(&world.home, harness));
+    let tokens = tokens(&world.home, &run.session);
+    Door { world, run, tokens }
+}
+
+/// A reply naming the task, as its caller would send it.
+fn reply(task: &Value, parts: Value) -> Value {
+    json!({"message": {"messageId": "msg-reply", "role": "ROLE_USER",
+        "taskId": task["id"], "contextId": task["contextId"], "parts": parts},
+        "configuration": {"returnImmediately": true}})
+}
+
+#[test]
+fn claude_code_asks_and_the_operator_answers_with_mur_approve_and_mur_deny() {
+    let Some(bin) = clis() else { return };
+    let world = World::new(&bin);
+    let door = launch(&world, "  approve: [\"Bash(touch ruled.txt)\"]\n");
+    let work = world.home.work.clone();
+
+    // A rule approves without asking.
+    let ruled = door.start("operator", "RUN touch ruled.txt");
+    let done = door.wait(&ruled, "COMPLETED");
+    assert!(work.join("ruled.txt").exists(), "{done}");
+    let answered = door.trace("approval_answered");
+    assert_eq!(answered.len(), 1, "{answered:?}");
+    assert_eq!(answered[0]["decision"], "approve");
+    assert_eq!(answered[0]["by"], "rule");
+    assert_eq!(
+        answered[0]["rule"],
+        "harness.approve[0] \"Bash(touch ruled.txt)\""
+    );
+
+    // Unruled: the task waits, showing the question three ways.
+    let asked = door.start("client", "RUN touch approved.txt");
+    let waiting = door.wait(&asked, "INPUT_REQUIRED");
+    let sentence = "Claude Code asks to run Bash: touch approved.txt";
+    let parts = &waiting["status"]["message"]["parts"];
+    assert_eq!(parts[0]["text"], sentence, "{waiting}");
+    let data = &parts[1]["data"];
+    assert_eq!(keys_of(data), ["kind", "approval_id", "tool", "input"]);
+    assert_eq!(data["kind"], "approval");
+    assert_eq!(data["tool"], "Bash");
+    assert_eq!(data["input"]["command"], "touch approved.txt");
+    let approval = data["approval_id"].as_str().unwrap().to_owned();
+    assert!(
+        capsule::ids::is_well_formed(&approval, "apr_"),
+        "{approval}"
+    );
+    assert_eq!(waiting["artifacts"][0]["artifactId"], "prompt");
+    assert_eq!(waiting["artifacts"][0]["parts"][0]["text"], sentence);
+    assert!(!work.join("approved.txt").exists());
+
+    // The task's own caller may not answer (approvals_from: operator): not found, as for a task
+    // it does not see, and the question stays open.
+    let by_caller = door.call(
+        "client",
+        "SendMessage",
+        reply(&waiting, json!([{"text": "approve"}])),
+    );
+    assert_eq!(by_caller["error"]["code"], -32001, "{by_caller}");
+    let nobody = "tsk_0000000000007000800000000000000a";
+    let unknown = door.call(
+        "client",
+        "SendMessage",
+        reply(
+            &json!({"id": nobody, "contextId": waiting["contextId"]}),
+            json!([{"text": "approve"}]),
+        ),
+    );
+    assert_eq!(by_caller["error"]["message"], "Task not found");
+    assert_eq!(
+        by_caller["error"].to_string(),
+        unknown["error"].to_string().replace(nobody, &asked),
+        "the same as for a task it does not see"
+    );
+    // The operator's reply that is no answer: -32602, the question still open.
+    let unclear = door.call(
+        "operator",
+        "SendMessage",
+        reply(&waiting, json!([{"text": "sure"}])),
+    );
+    assert_eq!(unclear["error"]["code"], -32602, "{unclear}");
+    assert_eq!(
+        unclear["error"]["message"],
+        format!(
+            "Invalid params: task {asked} waits for approval {approval}; the reply is neither \
+             approve nor deny. Answer approve or deny as text (a reason may follow), or as a data \
+             part {{\"approval_id\": \"{approval}\", \"decision\": \"approve\" | \"deny\", \
+             \"reason\": \"…\"}}"
+        )
+    );
+    let wrong_id = door.call(
+        "operator",
+        "SendMessage",
+        reply(
+            &waiting,
+            json!([{"data": {"approval_id": "apr_other", "decision": "approve"}}]),
+        ),
+    );
+    assert_eq!(wrong_id["error"]["code"], -32602, "{wrong_id}");
+    assert!(wrong_id["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains(&format!(
+            "the data part names approval \"apr_other\", and the question open is {approval}"
+        )));
+    assert_eq!(
+        door.task(&asked)["status"]["state"],
+        "TASK_STATE_INPUT_REQUIRED"
+    );
+
+    // `mur approve` answers the one open question; the CLI runs the command.
+    let (code, out, err) = door.mur(&["approve", &door.run.session]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        out.trim(),
+        format!("approved: {approval} ({asked}) Bash: touch approved.txt")
+    );
+    let done = door.wait(&asked, "COMPLETED");
+    assert!(work.join("approved.txt").exists(), "{done}");
+
+    // `mur deny --reason`: no file, and the model read why.
+    let denied = door.start("operator", "RUN touch denied.txt");
+    door.wait(&denied, "INPUT_REQUIRED");
+    let (code, out, err) = door.mur(&[
+        "deny",
+        &door.run.session,
+        &denied,
+        "--reason",
+        "not on main",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("denied: apr_"), "{out}");
+    let done = door.wait(&denied, "COMPLETED");
+    assert!(!work.join("denied.txt").exists());
+    let answer = answer_of(&done);
+    assert!(
+        answer.contains("murmur: the operator denied this: not on main"),
+        "the model saw the denial: {answer}"
+    );
+
+    // No question open: `mur approve` says so.
+    let (code, _, err) = door.mur(&["approve", &door.run.session]);
+    assert_ne!(code, 0);
+    assert!(err.contains("waits for an approval"), "{err}");
+
+    // A cancel while waiting answers deny, by cancel, and ends the attempt.
+    let canceled = door.start("operator", "RUN touch canceled.txt");
+    door.wait(&canceled, "INPUT_REQUIRED");
+    let resp = door.call("operator", "CancelTask", json!({"id": canceled}));
+    assert_eq!(
+        resp["result"]["status"]["state"], "TASK_STATE_CANCELED",
+        "{resp}"
+    );
+    let by: Vec<(String, String)> = {
+        let mut seen = Vec::new();
+        wait_until(LONG, || {
+            seen = door
+                .trace("approval_answered")
+                .iter()
+                .map(|e| {
+                    (
+                        e["decision"].as_str().unwrap_or("").to_owned(),
+                        e["by"].as_str().unwrap_or("").to_owned(),
+                    )
+                })
+                .collect();
+            seen.len() == 4
+        });
+        seen
+    };
+    assert_eq!(
+        by,
+        [
+            ("approve".into(), "rule".into()),
+            ("approve".into(), "operator".into()),
+            ("deny".into(), "operator".into()),
+            ("deny".into(), "cancel".into()),
+        ]
+    );
+    let asked_records = door.trace("approval_asked");
+    assert_eq!(asked_records.len(), 4, "{asked_records:?}");
+    assert_eq!(
+        keys_of(&asked_records[1])[3..],
+        ["task_id", "approval_id", "request_id", "tool", "input"]
+    );
+    assert_eq!(asked_records[1]["approval_id"], approval);
+    assert!(!work.join("canceled.txt").exists());
+
+    // `mur trace show` has a section of its own for them.
+    let (code, shown, err) = door.mur(&["trace", "show", &door.run.session]);
+    assert_eq!(code, 0, "{err}");
+    assert!(shown.contains("── Approvals "), "{shown}");
+    assert!(
+        shown.contains(&format!(
+            "{approval} Bash: touch approved.txt: approve by operator"
+        )),
+        "{shown}"
+    );
+    drop(door);
+    assert_nothing_left(&world.home, LONG);
+}
+
+#[test]
+fn a_question_nobody_answers_is_denied_when_its_timeout_passes() {
+    let Some(bin) = clis() else { return };
+    let world = World::new(&bin);
+    let door = launch(&world, "  approval_timeout_secs: 1\n");
+    let id = door.start("operator", "RUN touch late.txt");
+    let done = door.wait(&id, "COMPLETED");
+    assert!(!world.home.work.join("late.txt").exists());
+    let answer = answer_of(&done);
+    assert!(
+        answer
+            .contains("murmur: denied: no answer came within 1 s (harness.approval_timeout_secs)"),
+        "{answer}"
+    );
+    let answered = door.trace("approval_answered");
+    assert_eq!(answered.len(), 1, "{answered:?}");
+    assert_eq!(
+        (&answered[0]["decision"], &answered[0]["by"]),
+        (&json!("deny"), &json!("timeout"))
+    );
+    drop(door);
+    assert_nothing_left(&world.home, LONG);
+}
+
+#[test]
+fn a_public_door_cannot_ask() {
+    let home = Home::new();
+    let shipped = std::fs::read_to_string(shipped("worker-claude-code.yaml")).unwrap();
+    let manifest = home.write(
+        "public/murmur.yaml",
+        &format!("{shipped}\nharness:\n  approvals: ask\n"),
+    );
+    let (code, _, err) = home.run(&[
+        "run",
+        "--manifest",
+        manifest.to_str().unwrap(),
+        "--task",
+        "x",
+    ]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains(
+            "harness.approvals is ask, and this capsule's door is public (no \
+             network.authentication): anyone who reaches its port could answer for the operator"
+        ),
+        "{err}"
+    );
+    assert!(err.contains("E-MAN-005"), "{err}");
+}
