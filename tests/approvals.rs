@@ -12,9 +12,12 @@ mod clients;
 mod clis;
 #[path = "support/fake_provider.rs"]
 mod fake_provider;
+#[path = "support/screen.rs"]
+mod screen;
 mod support;
 
 use clis::*;
+use screen::Screen;
 use serde_json::{json, Value};
 use support::*;
 
@@ -353,4 +356,96 @@ fn a_public_door_cannot_ask() {
         "{err}"
     );
     assert!(err.contains("E-MAN-005"), "{err}");
+}
+
+/// A lead on Claude Code calls a worker on Claude Code that asks: the question does not reach
+/// the lead's model (its call-member waits, its deadline paused), shows in `mur top`, a member
+/// credential cannot answer it, `a` approves it there, and the lead's answer carries the
+/// worker's result.
+#[test]
+fn a_members_question_is_approved_in_mur_top_and_the_lead_gets_its_result() {
+    let Some(bin) = clis() else { return };
+    let world = World::new(&bin);
+    let home = &world.home;
+    let shipped = std::fs::read_to_string(shipped("worker-claude-code.yaml")).unwrap();
+    // The lead's task is the launch's: it exits after it, and the formation with it.
+    let lead = shipped
+        .replace("name: worker", "name: lead")
+        .replace("after_task: sleep", "after_task: exit");
+    home.write("team/lead.yaml", &lead);
+    home.write(
+        "team/worker.yaml",
+        &format!(
+            "{shipped}\nharness:\n  approvals: ask\nexports:\n  peer_tasks:\n    accept: true\n"
+        ),
+    );
+    let formation = home.write(
+        "team/formation.yaml",
+        "formation:\n  name: team\n  version: \"0.1.0\"\n  entry: lead\n  members:\n    \
+         lead:\n      manifest: lead.yaml\n      calls: [worker]\n    worker:\n      \
+         manifest: worker.yaml\n",
+    );
+    // The lead's call waits longer than its own deadline would allow while the question is open.
+    let task = "RUN {mur} call-member worker --timeout 5 \"RUN touch approved.txt\"";
+    let (mut run, members) =
+        Launch::start_formation_env(home, &formation, &["--task", task], &world.env);
+    let worker = members.iter().find(|m| m.name == "worker").unwrap();
+    let Some(top) = Screen::start(home, &[&worker.session], (140, 45), &[]) else {
+        return;
+    };
+    let shown = top.until("the worker's question", |s| {
+        s.contains("questions: a approve, d deny") && s.contains("Bash: touch approved.txt")
+    });
+    assert!(!home.work.join("approved.txt").exists(), "{shown}");
+
+    // The lead holds member:lead on the worker's door: it sees its task, and cannot answer.
+    let tokens = tokens(home, &worker.session);
+    let lead_token = token_of(&tokens, "member:lead");
+    let listed = bearer_rpc(worker.port, lead_token, "ListTasks", json!({}));
+    let waiting = listed["result"]["tasks"][0].clone();
+    assert_eq!(
+        waiting["status"]["state"], "TASK_STATE_INPUT_REQUIRED",
+        "{listed}"
+    );
+    for answer in [
+        json!([{"text": "approve"}]),
+        json!([{"data": {"approval_id": waiting["status"]["message"]["parts"][1]["data"]["approval_id"], "decision": "approve"}}]),
+    ] {
+        let refused = bearer_rpc(
+            worker.port,
+            lead_token,
+            "SendMessage",
+            reply(&waiting, answer),
+        );
+        assert_eq!(refused["error"]["code"], -32001, "{refused}");
+        assert_eq!(refused["error"]["message"], "Task not found");
+    }
+    // The question stays open past the lead's 5 s deadline: the call still completes, since
+    // its deadline is paused while the question waits.
+    std::thread::sleep(std::time::Duration::from_secs(6));
+    top.keys(&["a"]);
+    let said = top.until("the approval", |s| s.contains("approved: apr_"));
+    assert!(said.contains("Bash: touch approved.txt"), "{said}");
+    assert_eq!(run.wait_exit(LONG), Some(0), "{}", run.output());
+    assert!(home.work.join("approved.txt").exists());
+    let answer = run.output();
+    let last = answer.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("DONE: ") && last.matches("DONE:").count() == 2,
+        "the lead's answer carries the worker's: {answer}"
+    );
+    let lead = members.iter().find(|m| m.name == "lead").unwrap();
+    let called: Vec<Value> = home
+        .trace(&lead.session)
+        .into_iter()
+        .filter(|e| e["event_type"] == "member_call")
+        .collect();
+    assert_eq!(called.len(), 1, "{called:?}");
+    assert_eq!(called[0]["status"], "completed", "{called:?}");
+    assert!(
+        called[0]["duration_ms"].as_u64().unwrap() > 5000,
+        "{called:?}"
+    );
+    top.keys(&["q"]);
+    assert_nothing_left(home, LONG);
 }

@@ -48,7 +48,18 @@ pub fn describe(result: &Value) -> String {
             .and_then(Value::as_str)
             .map(|t| format!(": {}", field(t)))
             .unwrap_or_default();
-        return format!("{}  {word}{said}", short(&s["taskId"]));
+        // A question the operator answers says how.
+        let asked = s
+            .get("status")
+            .and_then(|status| crate::approvals::Open::of(&serde_json::json!({"status": status})))
+            .map(|q| {
+                format!(
+                    "  (approval {}: answer with mur approve or mur deny)",
+                    field(&q.approval_id)
+                )
+            })
+            .unwrap_or_default();
+        return format!("{}  {word}{said}{asked}", short(&s["taskId"]));
     }
     if let Some(a) = result.get("artifactUpdate") {
         let text = a
@@ -181,6 +192,20 @@ mod tests {
     use super::*;
     use crate::terminal::{assert_forged_shown, FORGED};
     use serde_json::json;
+
+    #[test]
+    fn a_question_says_how_it_is_answered() {
+        let line = describe(&json!({"statusUpdate": {"taskId": "tsk_0123456789abcdef",
+            "status": {"state": "TASK_STATE_INPUT_REQUIRED", "message": {"parts": [
+                {"text": "Claude Code asks to run Bash: touch a"},
+                {"data": {"kind": "approval", "approval_id": "apr_9", "tool": "Bash",
+                          "input": {"command": "touch a"}}}]}}}}));
+        assert_eq!(
+            line,
+            "tsk_01234567  input-required: Claude Code asks to run Bash: touch a  (approval \
+             apr_9: answer with mur approve or mur deny)"
+        );
+    }
 
     #[test]
     fn every_value_a_capsule_sends_is_shown_on_the_events_one_line() {

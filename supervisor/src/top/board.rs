@@ -9,6 +9,7 @@ use std::collections::{HashMap, VecDeque};
 use capsule::tasks::TaskState;
 use serde_json::Value;
 
+use crate::approvals::Open;
 use crate::listing::{self, Entry, Placed};
 use crate::records::RunningCapsule;
 
@@ -56,6 +57,8 @@ pub struct TaskView {
     pub last_text: String,
     /// Its output as it streamed: text, tool progress, then the answer.
     pub tail: VecDeque<String>,
+    /// What it waits for an answer to, while it waits for an approval.
+    pub question: Option<Open>,
 }
 
 /// A call-member (or send-message) in flight: the caller's task, whom it called, the task the
@@ -153,6 +156,7 @@ impl SessionView {
             tokens: None,
             last_text: String::new(),
             tail: VecDeque::new(),
+            question: None,
         });
         let last = self.tasks.len() - 1;
         &mut self.tasks[last]
@@ -194,6 +198,26 @@ impl Board {
 
     pub fn session(&self, id: &str) -> Option<&SessionView> {
         self.sessions.get(id)
+    }
+
+    /// Every open question of the sessions shown, in listing order, oldest task first.
+    pub fn questions(&self) -> Vec<(&Placed, &Open)> {
+        let mut out = Vec::new();
+        for p in self.capsules() {
+            let Some(view) = self.sessions.get(&p.rec.session_id) else {
+                continue;
+            };
+            if view.link == Link::Ended {
+                continue;
+            }
+            out.extend(
+                view.tasks
+                    .iter()
+                    .filter_map(|t| t.question.as_ref())
+                    .map(|q| (p, q)),
+            );
+        }
+        out
     }
 
     /// The capsules shown, in listing order.
@@ -332,7 +356,7 @@ impl Board {
             return;
         };
         let status = &task["status"];
-        update_status(view.task(id), status);
+        update_status(view.task(id), status, task["contextId"].as_str());
     }
 
     /// One StreamResponse `result` from the session's WatchSession.
@@ -342,7 +366,7 @@ impl Board {
         };
         if let Some(s) = result.get("statusUpdate") {
             if let Some(id) = s["taskId"].as_str() {
-                update_status(view.task(id), &s["status"]);
+                update_status(view.task(id), &s["status"], s["contextId"].as_str());
             }
         } else if let Some(a) = result.get("artifactUpdate") {
             if let Some(id) = a["taskId"].as_str() {
@@ -357,7 +381,7 @@ impl Board {
             apply_frame(view, m);
         } else if let Some(t) = result.get("task") {
             if let Some(id) = t["id"].as_str() {
-                update_status(view.task(id), &t["status"]);
+                update_status(view.task(id), &t["status"], t["contextId"].as_str());
             }
         }
     }
@@ -495,12 +519,15 @@ fn callees(rec: &RunningCapsule) -> Vec<String> {
     }
 }
 
-fn update_status(task: &mut TaskView, status: &Value) {
+fn update_status(task: &mut TaskView, status: &Value, context: Option<&str>) {
     if let Some(state) = status["state"].as_str().and_then(TaskState::from_wire) {
         // A replayed or late event never takes an ended task back.
         if !task.state.is_terminal() || state.is_terminal() {
             task.state = state;
         }
+        // Only the status that asks shows the question; any later one has answered it.
+        let asking = serde_json::json!({"id": task.id, "contextId": context, "status": status});
+        task.question = Open::of(&asking).filter(|_| task.state == state);
     }
     // Events may come in any order (a task list, then a replay): the span is the earliest
     // to the latest status seen.

@@ -237,6 +237,15 @@ pub fn alerts(board: &Board) -> Vec<String> {
         .collect()
 }
 
+/// One line per open question: who asks, for which task, what (shown, never obeyed).
+pub fn questions(board: &Board) -> Vec<String> {
+    board
+        .questions()
+        .into_iter()
+        .map(|(p, q)| format!("{}  {}  {}", name_of(&p.rec), short(&q.task_id), q.shown()))
+        .collect()
+}
+
 /// How a task's row is marked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mark {

@@ -140,6 +140,33 @@ fn act(action: Action, view: &mut View, tx: &mpsc::Sender<Update>) {
                 let _ = tx.send(Update::Said(lines)).await;
             });
         }
+        Action::Answer {
+            rec,
+            question,
+            decision,
+        } => {
+            view.say(vec![format!(
+                "{} {} …",
+                decision.word(),
+                question.approval_id
+            )]);
+            tokio::spawn(async move {
+                let line = match crate::approvals::answer(&rec, &question, decision, None).await {
+                    Ok(()) => format!(
+                        "{}: {} ({}) {}",
+                        match decision {
+                            crate::approvals::Decision::Approve => "approved",
+                            crate::approvals::Decision::Deny => "denied",
+                        },
+                        question.approval_id,
+                        question.task_id,
+                        question.shown()
+                    ),
+                    Err(e) => format!("{} failed: {}", decision.word(), e.message()),
+                };
+                let _ = tx.send(Update::Said(vec![line])).await;
+            });
+        }
         Action::Stop(rec) => {
             view.say(vec![format!("stopping {} …", rec.session_id)]);
             tokio::spawn(async move {

@@ -22,6 +22,7 @@ pub const HELP: &[&str] = &[
     "Tab       switch between capsules and tasks",
     "Enter     focus the selected capsule's tasks",
     "c         cancel the selected task (capsules focused: the newest live one)",
+    "a d       approve or deny the selected question (the selected task's, else the oldest)",
     "s         stop the selected session (its whole formation), after y",
     "t         open the session's trace (↑ ↓ PgUp PgDn, q closes)",
     "/         filter capsules and tasks (Enter keeps, Esc clears)",
@@ -43,9 +44,13 @@ pub fn draw(f: &mut Frame, board: &Board, view: &View, now_ms: i64) {
     }
     let members = view.members(board).len() + headings(board);
     let top_rows = (members as u16 + 3).min(area.height * 2 / 5).max(4);
-    let [title, top, calls, alerts, tasks, tail, said] = Layout::vertical([
+    // Open questions take a pane of their own, only while there are any.
+    let asked = board.questions().len() as u16;
+    let question_rows = if asked == 0 { 0 } else { (asked + 2).min(6) };
+    let [title, top, questions, calls, alerts, tasks, tail, said] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Length(top_rows),
+        Constraint::Length(question_rows),
         Constraint::Length(4),
         Constraint::Length(4),
         Constraint::Min(4),
@@ -55,6 +60,9 @@ pub fn draw(f: &mut Frame, board: &Board, view: &View, now_ms: i64) {
     .areas(area);
     f.render_widget(title_line(board, view, now_ms), title);
     draw_members(f, top, board, view, now_ms);
+    if asked > 0 {
+        draw_questions(f, questions, board, view);
+    }
     draw_calls(f, calls, board, view.color);
     draw_alerts(f, alerts, board, view);
     draw_tasks(f, tasks, board, view, now_ms);
@@ -188,6 +196,29 @@ fn draw_calls(f: &mut Frame, area: Rect, board: &Board, color: bool) {
         lines.push(Line::from("(no calls)"));
     }
     f.render_widget(Paragraph::new(lines).block(block("calls", false)), area);
+}
+
+/// The questions waiting for an answer, the one `a` and `d` answer marked.
+fn draw_questions(f: &mut Frame, area: Rect, board: &Board, view: &View) {
+    let chosen = view
+        .selected_question(board)
+        .map(|(_, q)| q.approval_id.clone());
+    let lines: Vec<Line> = board
+        .questions()
+        .iter()
+        .zip(cells::questions(board))
+        .map(|((_, q), text)| {
+            let style = match chosen.as_deref() == Some(q.approval_id.as_str()) {
+                true => selected_style(),
+                false => mark(view.color, Color::Yellow),
+            };
+            Line::from(Span::styled(text, style))
+        })
+        .collect();
+    f.render_widget(
+        Paragraph::new(lines).block(block("questions: a approve, d deny", true)),
+        area,
+    );
 }
 
 fn draw_alerts(f: &mut Frame, area: Rect, board: &Board, view: &View) {

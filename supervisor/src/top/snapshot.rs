@@ -39,8 +39,8 @@ pub async fn fill(board: &mut Board) {
     }
 }
 
-/// The snapshot: a heading with the time, the capsules as `mur ps` draws them, then the calls,
-/// the delegations in flight, every shown task and the alerts.
+/// The snapshot: a heading with the time, the capsules as `mur ps` draws them, then the open
+/// questions, the calls, the delegations in flight, every shown task and the alerts.
 pub fn text(board: &Board, now_ms: i64) -> String {
     let mut out = format!(
         "mur top  {}\n",
@@ -60,6 +60,11 @@ pub fn text(board: &Board, now_ms: i64) -> String {
     let spend: Vec<String> = cells::spend(board).into_iter().map(|(l, _)| l).collect();
     if !spend.is_empty() {
         section(&mut out, "Spend", spend);
+    }
+    // Questions waiting for the operator, when any task asks one.
+    let questions = cells::questions(board);
+    if !questions.is_empty() {
+        section(&mut out, "Questions", questions);
     }
     section(&mut out, "Calls", cells::calls(board));
     section(&mut out, "Delegations", cells::delegations(board));

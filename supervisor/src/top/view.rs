@@ -6,6 +6,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
 use super::board::{Board, TaskView};
 use super::cells;
+use crate::approvals::{Decision, Open};
 use crate::listing::Placed;
 use crate::records::RunningCapsule;
 
@@ -38,7 +39,16 @@ pub enum Overlay {
 /// What a key asks the loop to do.
 #[derive(Debug, Clone)]
 pub enum Action {
-    Cancel { rec: RunningCapsule, task: String },
+    Cancel {
+        rec: RunningCapsule,
+        task: String,
+    },
+    /// `a` or `d`: answer the selected question.
+    Answer {
+        rec: RunningCapsule,
+        question: Open,
+        decision: Decision,
+    },
     Stop(RunningCapsule),
     OpenTrace(RunningCapsule),
     Quit,
@@ -176,6 +186,8 @@ impl View {
             KeyCode::Up | KeyCode::Char('k') => self.step(board, -1),
             KeyCode::Down | KeyCode::Char('j') => self.step(board, 1),
             KeyCode::Char('c') => return self.cancel(board),
+            KeyCode::Char('a') => return self.answer(board, Decision::Approve),
+            KeyCode::Char('d') => return self.answer(board, Decision::Deny),
             KeyCode::Char('s') => self.ask_stop(board),
             KeyCode::Char('t') => {
                 return self
@@ -283,6 +295,35 @@ impl View {
         }
     }
 
+    /// The question `a` and `d` answer: the selected task's when it asks one, else the selected
+    /// capsule's oldest, else the oldest shown.
+    pub fn selected_question<'a>(&self, board: &'a Board) -> Option<(&'a Placed, &'a Open)> {
+        let questions = board.questions();
+        let member = self.selected(board).map(|p| p.rec.session_id.clone());
+        let task = self.selected_task(board).map(|t| t.id.clone());
+        let of_member = |(p, _): &&(&Placed, &Open)| Some(&p.rec.session_id) == member.as_ref();
+        questions
+            .iter()
+            .find(|(p, q)| of_member(&&(*p, *q)) && Some(&q.task_id) == task.as_ref())
+            .or_else(|| questions.iter().find(of_member))
+            .or(questions.first())
+            .copied()
+    }
+
+    fn answer(&mut self, board: &Board, decision: Decision) -> Option<Action> {
+        match self.selected_question(board) {
+            Some((p, q)) => Some(Action::Answer {
+                rec: p.rec.clone(),
+                question: q.clone(),
+                decision,
+            }),
+            None => {
+                self.say(vec![format!("{}: no question is open", decision.word())]);
+                None
+            }
+        }
+    }
+
     fn ask_stop(&mut self, board: &Board) {
         let Some(p) = self.selected(board) else {
             return;
@@ -347,6 +388,41 @@ mod tests {
             Some(Action::Cancel { task, .. }) => assert_eq!(task, "tsk_1"),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_and_d_answer_the_selected_question_and_say_when_none_is_open() {
+        let mut b = board();
+        let mut view = View::new(false);
+        assert!(view.key(key('a'), &b).is_none());
+        assert_eq!(view.said, ["approve: no question is open"]);
+        b.apply_task(
+            "ses_a",
+            &json!({"id": "tsk_1", "contextId": "ctx_1", "status": {
+                "state": "TASK_STATE_INPUT_REQUIRED",
+                "message": {"parts": [
+                    {"text": "Claude Code asks to run Bash: touch a"},
+                    {"data": {"kind": "approval", "approval_id": "apr_1", "tool": "Bash",
+                              "input": {"command": "touch a"}}}]}}}),
+        );
+        match view.key(key('d'), &b) {
+            Some(Action::Answer {
+                question, decision, ..
+            }) => {
+                assert_eq!(
+                    (question.approval_id.as_str(), question.context_id.as_str()),
+                    ("apr_1", "ctx_1")
+                );
+                assert_eq!(decision, Decision::Deny);
+            }
+            other => panic!("{other:?}"),
+        }
+        // Answered: the next status has no question.
+        b.apply_task(
+            "ses_a",
+            &json!({"id": "tsk_1", "status": {"state": "TASK_STATE_WORKING"}}),
+        );
+        assert!(view.key(key('a'), &b).is_none());
     }
 
     #[test]
