@@ -248,8 +248,12 @@ fn claude_code_asks_and_the_operator_answers_with_mur_approve_and_mur_deny() {
 
     // No question open: `mur approve` says so.
     let (code, _, err) = door.mur(&["approve", &door.run.session]);
-    assert_ne!(code, 0);
-    assert!(err.contains("waits for an approval"), "{err}");
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("E-CLI-030"), "{err}");
+    assert!(
+        err.contains(&format!("no task of {} waits for an approval", door.run.session)),
+        "{err}"
+    );
 
     // A cancel while waiting answers deny, by cancel, and ends the attempt.
     let canceled = door.start("operator", "RUN touch canceled.txt");
