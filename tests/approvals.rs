@@ -251,7 +251,10 @@ fn claude_code_asks_and_the_operator_answers_with_mur_approve_and_mur_deny() {
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("E-CLI-030"), "{err}");
     assert!(
-        err.contains(&format!("no task of {} waits for an approval", door.run.session)),
+        err.contains(&format!(
+            "no task of {} waits for an approval",
+            door.run.session
+        )),
         "{err}"
     );
 
@@ -452,4 +455,46 @@ fn a_members_question_is_approved_in_mur_top_and_the_lead_gets_its_result() {
     );
     top.keys(&["q"]);
     assert_nothing_left(home, LONG);
+}
+
+/// A harness cannot answer for the operator with the one credential it holds: its task token
+/// opens the helpers' control surface, never the A2A door where answers are sent.
+#[test]
+fn a_harness_task_token_is_refused_at_the_a2a_door() {
+    let home = Home::new();
+    let f = Fixture {
+        name: "guarded",
+        extra: "network:\n  authentication:\n    scheme: bearer\n",
+        ..Fixture::default()
+    };
+    let manifest = home.write("guarded/murmur.yaml", &f.yaml());
+    let run = Launch::start(&home, &manifest, &[]);
+    let operator = home.operator_token(&run.session);
+    let file = home.root.join("token");
+    let resp = bearer_rpc(
+        run.port,
+        &operator,
+        "SendMessage",
+        message(&format!("@tokenfile {}\n@sleep 60", file.display()), true),
+    );
+    let task = resp["result"]["task"].clone();
+    assert!(wait_until(LONG, || file.exists()), "{resp}");
+    let token = std::fs::read_to_string(&file).unwrap();
+    let answer = reply(&task, json!([{"text": "approve"}]));
+    for method in ["SendMessage", "GetTask", "ListTasks"] {
+        let params = match method {
+            "SendMessage" => answer.clone(),
+            "GetTask" => json!({"id": task["id"]}),
+            _ => json!({}),
+        };
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        let auth = format!("Bearer {}", token.trim());
+        let refused = run.post(
+            &body.to_string(),
+            &[("A2A-Version", "1.0"), ("Authorization", &auth)],
+        );
+        assert_eq!(refused.status, 401, "{method}: {}", refused.text());
+    }
+    drop(run);
+    assert_nothing_left(&home, LONG);
 }
