@@ -21,10 +21,10 @@ use screen::Screen;
 use serde_json::{json, Value};
 use support::*;
 
-/// The shipped worker, asking, on a door with a declared credential `client` besides the
-/// operator; `harness` adds to the approval keys.
-fn asking_worker(home: &Home, harness: &str) -> std::path::PathBuf {
-    let shipped = std::fs::read_to_string(shipped("worker-claude-code.yaml")).unwrap();
+/// The shipped `manifest` (a worker), asking, on a door with a declared credential `client`
+/// besides the operator; `harness` adds to the approval keys.
+fn asking(home: &Home, manifest: &str, harness: &str) -> std::path::PathBuf {
+    let shipped = std::fs::read_to_string(shipped(manifest)).unwrap();
     let text = format!(
         "{shipped}\nharness:\n  approvals: ask\n{harness}\nnetwork:\n  authentication:\n    \
          scheme: bearer\n    credentials:\n      client: {{ scopes: [SendMessage, GetTask, ListTasks, \
@@ -105,7 +105,11 @@ impl Door<'_> {
 }
 
 fn launch<'w>(world: &'w World, harness: &str) -> Door<'w> {
-    let run = world.launch(&asking_worker(&world.home, harness));
+    launch_of(world, "worker-claude-code.yaml", harness)
+}
+
+fn launch_of<'w>(world: &'w World, manifest: &str, harness: &str) -> Door<'w> {
+    let run = world.launch(&asking(&world.home, manifest, harness));
     let tokens = tokens(&world.home, &run.session);
     Door { world, run, tokens }
 }
@@ -497,4 +501,91 @@ fn a_harness_task_token_is_refused_at_the_a2a_door() {
     }
     drop(run);
     assert_nothing_left(&home, LONG);
+}
+
+/// Codex through its app-server: at `read` its sandbox refuses the write, Codex asks to run it
+/// again without the sandbox, and the operator answers; murmur's jail still holds the command.
+#[test]
+fn codex_asks_through_its_app_server_and_the_operator_answers() {
+    let Some(bin) = clis() else { return };
+    let world = World::new(&bin);
+    let door = launch_of(&world, "worker-codex.yaml", "");
+    let work = world.home.work.clone();
+
+    let asked = door.start("operator", "RUN touch approved.txt");
+    let waiting = door.wait(&asked, "INPUT_REQUIRED");
+    let parts = &waiting["status"]["message"]["parts"];
+    assert_eq!(
+        parts[0]["text"], "Codex asks to run Bash: touch approved.txt",
+        "{waiting}"
+    );
+    let data = &parts[1]["data"];
+    assert_eq!(
+        (&data["kind"], &data["tool"]),
+        (&json!("approval"), &json!("Bash"))
+    );
+    assert_eq!(data["input"]["command"], "touch approved.txt");
+    assert!(!work.join("approved.txt").exists());
+    let (code, out, err) = door.mur(&["approve", &door.run.session]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("approved: apr_"), "{out}");
+    let done = door.wait(&asked, "COMPLETED");
+    assert!(work.join("approved.txt").exists(), "{done}");
+    assert!(answer_of(&done).starts_with("DONE:"), "{done}");
+
+    // Denied: nothing written, and the turn goes on to an answer.
+    let denied = door.start("operator", "RUN touch denied.txt");
+    door.wait(&denied, "INPUT_REQUIRED");
+    let (code, _, err) = door.mur(&["deny", &door.run.session, "--reason", "no"]);
+    assert_eq!(code, 0, "{err}");
+    let done = door.wait(&denied, "COMPLETED");
+    assert!(!work.join("denied.txt").exists(), "{done}");
+
+    // The context's thread is resumed on its next task, through the app-server too.
+    let context = done["contextId"].as_str().unwrap().to_owned();
+    let mut params = message("third question", true);
+    params["message"]["contextId"] = json!(context);
+    let third = door.call("operator", "SendMessage", params)["result"]["task"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let done = door.wait(&third, "COMPLETED");
+    assert_eq!(answer_of(&done), "ANSWER(third question)");
+    let modes: Vec<Value> = door
+        .trace("harness_start")
+        .iter()
+        .map(|e| e["session_mode"].clone())
+        .collect();
+    assert_eq!(modes, [json!("new"), json!("new"), json!("resume")]);
+
+    // murmur's helpers run without asking: Codex's rule lets them out of its sandbox.
+    let helper = door.start(
+        "operator",
+        "RUN {mur} end-without-answer \"nothing to do here\"",
+    );
+    let ended = door.wait(&helper, "FAILED");
+    assert_eq!(ended["metadata"]["murmur"]["noAnswer"], true, "{ended}");
+
+    // A cancel while a question is open denies it and ends the attempt, nothing left running.
+    let canceled = door.start("operator", "RUN touch canceled.txt");
+    door.wait(&canceled, "INPUT_REQUIRED");
+    let resp = door.call("operator", "CancelTask", json!({"id": canceled}));
+    assert_eq!(
+        resp["result"]["status"]["state"], "TASK_STATE_CANCELED",
+        "{resp}"
+    );
+    let mut by = Vec::new();
+    wait_until(LONG, || {
+        by = door
+            .trace("approval_answered")
+            .iter()
+            .map(|e| e["by"].clone())
+            .collect();
+        by.len() == 3
+    });
+    assert_eq!(by, [json!("operator"), json!("operator"), json!("cancel")]);
+    assert!(wait_until(LONG, || door.trace("harness_exit").len() == 5));
+    assert!(!work.join("canceled.txt").exists());
+    drop(door);
+    assert_nothing_left(&world.home, LONG);
 }

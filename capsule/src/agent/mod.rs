@@ -124,9 +124,9 @@ async fn run_task(
         Worker::Harness(driver, containment) => {
             let token = session.mint_task_token(&id);
             let resume = driver
-                .resume
-                .as_ref()
-                .and_then(|_| session.harness_session(&conversation));
+                .resumes()
+                .then(|| session.harness_session(&conversation))
+                .flatten();
             // The guide's file is written when the first attempt needs it; a capsule that
             // cannot write it fails the task that asked, saying where.
             let ending = match guide.write() {

@@ -3,7 +3,8 @@
 //! shown on the task (TASK_STATE_INPUT_REQUIRED with an `approval` data part) and answered by
 //! whoever may answer, or denied when `approval_timeout_secs` passes or the task is canceled.
 //! Questions a person answers are shown one at a time, oldest first. Every question and answer
-//! is traced; the answer goes to the CLI as a `control_response` line on its stdin.
+//! is traced; the answer goes to the CLI on its stdin, in the protocol it asked in (Claude
+//! Code's `control_response` line, Codex app-server's JSON-RPC response).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -11,7 +12,8 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
-use super::dialect::{Ask, Heard};
+use super::codex_rpc;
+use super::dialect::{Ask, Heard, Protocol};
 use super::stdin::{permission_line, Permission};
 use crate::ids::{ApprovalId, TaskId};
 use crate::manifest::approvals::{From, Mode, Ruled};
@@ -112,7 +114,7 @@ fn hear(
             }
             return;
         }
-        Heard::Text(_) => return,
+        Heard::Text(_) | Heard::ThreadReady(_) | Heard::Unanswerable { .. } => return,
     };
     let pending = Pending {
         id: ApprovalId::mint(),
@@ -121,7 +123,10 @@ fn hear(
     session.trace.event(TraceEvent::ApprovalAsked {
         task_id: task.clone(),
         approval_id: pending.id.clone(),
-        request_id: pending.ask.request_id.clone(),
+        request_id: match &pending.ask.request_id {
+            serde_json::Value::String(s) => s.clone(),
+            other => other.to_string(),
+        },
         tool: pending.ask.tool.clone(),
         input: pending.ask.input.clone(),
     });
@@ -172,15 +177,25 @@ fn tell(
     answer: Answer,
 ) {
     traced(session, task, &pending.id, &answer);
-    let message = denial(&answer);
-    let permission = match answer.verdict.decision {
-        Decision::Approve => Permission::Allow {
-            updated_input: &pending.ask.input,
-        },
-        Decision::Deny => Permission::Deny { message: &message },
+    let ask = &pending.ask;
+    let line = match ask.protocol {
+        Protocol::ClaudeControl => {
+            let message = denial(&answer);
+            let permission = match answer.verdict.decision {
+                Decision::Approve => Permission::Allow {
+                    updated_input: &ask.input,
+                },
+                Decision::Deny => Permission::Deny { message: &message },
+            };
+            let id = ask.request_id.as_str().unwrap_or_default();
+            permission_line(id, permission)
+        }
+        // Codex tells its model a declined command was "rejected by user"; the protocol
+        // carries no message.
+        Protocol::CodexRpc => codex_rpc::answer(&ask.request_id, answer.verdict.decision),
     };
     // A full queue means the CLI reads none of its stdin: it would not read the answer either.
-    let _ = lines.try_send(permission_line(&pending.ask.request_id, permission));
+    let _ = lines.try_send(line);
 }
 
 fn traced(session: &Session, task: &TaskId, id: &ApprovalId, answer: &Answer) {

@@ -2,6 +2,8 @@
 //! Codex's `exec --json` events. Each line-oriented dialect yields the harness session, turns
 //! and the final answer.
 
+use std::collections::VecDeque;
+
 use serde_json::Value;
 
 /// What stdout said, as far as it got.
@@ -18,6 +20,9 @@ pub struct Transcript {
     /// A stream-json `result` line has ended the turn (a stream-json input harness then waits
     /// for more input, so its stdin is closed).
     pub turn_ended: bool,
+    /// Codex app-server: the file changes of the turn by item id, which a patch approval names
+    /// without carrying them.
+    pub changes: VecDeque<(String, Value)>,
 }
 
 /// What a line said that the attempt acts on beyond the transcript.
@@ -30,13 +35,29 @@ pub enum Heard {
     /// `request_id`.
     Ask(Ask),
     /// It gives up the question of this request id (`control_cancel_request`).
-    Withdrawn(String),
+    Withdrawn(Value),
+    /// Codex app-server: the thread is started (or resumed); the turn can go in.
+    ThreadReady(String),
+    /// Codex app-server: a request murmur does not serve, to be refused so the turn goes on.
+    Unanswerable { id: Value, method: String },
 }
 
-/// A `can_use_tool` request.
+/// How a question is answered: the protocol the CLI asked in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    /// Claude Code's `control_response` line.
+    ClaudeControl,
+    /// Codex app-server's JSON-RPC response.
+    CodexRpc,
+}
+
+/// A question: Claude Code's `can_use_tool` request, or a Codex approval request.
 #[derive(Debug, PartialEq)]
 pub struct Ask {
-    pub request_id: String,
+    /// The CLI's id of the question, as it wrote it (a string for Claude Code, a number for
+    /// Codex): its answer names it.
+    pub request_id: Value,
+    pub protocol: Protocol,
     pub tool: String,
     pub input: Value,
 }
@@ -53,12 +74,15 @@ pub fn stream_json_line(t: &mut Transcript, line: &str) -> Option<Heard> {
         {
             let request = v.get("request")?;
             return Some(Heard::Ask(Ask {
-                request_id: str_of("request_id")?,
+                request_id: Value::String(str_of("request_id")?),
+                protocol: Protocol::ClaudeControl,
                 tool: request.get("tool_name").and_then(Value::as_str)?.to_owned(),
                 input: request.get("input").cloned().unwrap_or(Value::Null),
             }));
         }
-        Some("control_cancel_request") => return str_of("request_id").map(Heard::Withdrawn),
+        Some("control_cancel_request") => {
+            return str_of("request_id").map(|r| Heard::Withdrawn(Value::String(r)))
+        }
         Some("system") if str_of("subtype").as_deref() == Some("init") => {
             if let Some(s) = str_of("session_id") {
                 t.session = Some(s);
@@ -177,6 +201,7 @@ mod tests {
             stream_json_line(&mut t, ask),
             Some(Heard::Ask(Ask {
                 request_id: "r-1".into(),
+                protocol: Protocol::ClaudeControl,
                 tool: "Bash".into(),
                 input: serde_json::json!({"command": "touch a"}),
             }))

@@ -5,6 +5,7 @@
 //! and ended with all it started after the grace.
 
 mod approvals;
+mod codex_rpc;
 mod dialect;
 pub mod env;
 pub mod preset;
@@ -91,12 +92,19 @@ pub fn driver_of(m: &Manifest) -> Option<ProcessDriver> {
 /// The driver a capsule runs its attempts with: [`driver_of`], and for a preset its CLI's flags
 /// and state folder under `records_dir` ([`preset::prepare`]). `mur` is the helpers' binary.
 pub fn driver_for(m: &Manifest, mur: &Path, records_dir: &Path) -> Result<Driver, String> {
-    let process = driver_of(m).ok_or_else(|| {
+    let mut process = driver_of(m).ok_or_else(|| {
         format!(
             "{} names no process driver this capsule can run",
             m.path.display()
         )
     })?;
+    // `codex exec` never asks: a Codex that may ask runs as its app-server.
+    let builtin = m.driver_artifact().and_then(|a| a.builtin);
+    if builtin == Some(crate::manifest::Builtin::Codex)
+        && m.harness.approvals.mode == crate::manifest::approvals::Mode::Ask
+    {
+        process = crate::manifest::Builtin::codex_app_server();
+    }
     let gateway = m.driver_artifact().and_then(|a| a.gateway.as_ref());
     let prepared = match m.driver_artifact().and_then(|a| a.builtin) {
         Some(b) => preset::prepare(b, &m.harness, mur, records_dir, gateway).map_err(|e| {
@@ -424,12 +432,19 @@ pub async fn run(
         walls: Box::new(containment.walls()),
     });
     let (turn_over_tx, turn_over) = watch::channel(false);
+    let model = session.manifest.inference.model.as_deref();
     let prompt = (d.prompt == PromptMode::Stdin).then(|| match d.input {
         InputDialect::Text => a.prompt.as_bytes().to_vec(),
         InputDialect::StreamJson => user_line(a.prompt),
+        // The task goes in once the thread is known (see `Heeded::rpc`).
+        InputDialect::CodexAppServer => {
+            codex_rpc::opening(a.resume.as_deref(), &session.workdir, model)
+        }
     });
     let hold = match (d.input, &d.interrupt) {
-        (InputDialect::StreamJson, _) => Hold::UntilTurnEnds(turn_over),
+        (InputDialect::StreamJson | InputDialect::CodexAppServer, _) => {
+            Hold::UntilTurnEnds(turn_over)
+        }
         (InputDialect::Text, Interrupt::Stdin(_)) => Hold::ForInterrupts,
         (InputDialect::Text, _) => Hold::Close,
     };
@@ -437,7 +452,7 @@ pub async fn run(
     // A stream-json CLI may ask before it runs a tool; its questions are answered beside the
     // reader, which goes on reading while one waits.
     let (asks, answering) = match (d.output, stdin.lines()) {
-        (OutputDialect::StreamJson, Some(lines)) => {
+        (OutputDialect::StreamJson | OutputDialect::CodexAppServer, Some(lines)) => {
             let (tx, rx) = tokio::sync::mpsc::channel(QUEUED_ASKS);
             let task = TaskId::from_wire(a.task_id);
             let answering = approvals::answer(session.clone(), task, cli_of(session), rx, lines);
@@ -461,6 +476,13 @@ pub async fn run(
                 turn_over: turn_over_tx,
                 frames: turn_frames,
                 asks,
+                rpc: match (d.input, stdin.lines()) {
+                    (InputDialect::CodexAppServer, Some(lines)) => Some(Rpc {
+                        lines,
+                        task: a.prompt.to_owned(),
+                    }),
+                    _ => None,
+                },
             },
             ended.clone(),
         ))
@@ -663,6 +685,15 @@ struct Heeded {
     turn_over: watch::Sender<bool>,
     frames: TurnFrames,
     asks: Option<tokio::sync::mpsc::Sender<dialect::Heard>>,
+    /// Codex app-server: where the turn and the refusals of what murmur does not serve go.
+    rpc: Option<Rpc>,
+}
+
+/// What the reader of a Codex app-server writes back itself: the task's turn once its thread
+/// is ready, and a refusal of each request murmur does not serve.
+struct Rpc {
+    lines: tokio::sync::mpsc::Sender<Vec<u8>>,
+    task: String,
 }
 
 /// Where a harness's turns go as `text` frames.
@@ -683,6 +714,7 @@ async fn read_stdout(
         turn_over,
         frames,
         asks,
+        rpc,
     } = heeded;
     let mut t = Transcript::default();
     let mut buf = vec![0u8; 64 << 10];
@@ -718,6 +750,16 @@ async fn read_stdout(
                             meta,
                         );
                     }
+                    Some(dialect::Heard::ThreadReady(thread)) => {
+                        if let Some(rpc) = &rpc {
+                            let _ = rpc.lines.send(codex_rpc::turn(&thread, &rpc.task)).await;
+                        }
+                    }
+                    Some(dialect::Heard::Unanswerable { id, method }) => {
+                        if let Some(rpc) = &rpc {
+                            let _ = rpc.lines.try_send(codex_rpc::refuse(&id, &method));
+                        }
+                    }
                     Some(heard) => {
                         if let Some(asks) = &asks {
                             let _ = asks.send(heard).await;
@@ -750,6 +792,7 @@ fn feed_line(t: &mut Transcript, dialect: OutputDialect, line: &[u8]) -> Option<
     match dialect {
         OutputDialect::StreamJson => dialect::stream_json_line(t, &text),
         OutputDialect::CodexJson => dialect::codex_line(t, &text).map(dialect::Heard::Text),
+        OutputDialect::CodexAppServer => codex_rpc::heard(t, &text),
         OutputDialect::Text => None,
     }
 }

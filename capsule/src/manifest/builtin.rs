@@ -107,6 +107,30 @@ impl Builtin {
         }
     }
 
+    /// Codex driven through `codex app-server` (JSON-RPC on stdio), which asks before what its
+    /// sandbox refused where `codex exec` never asks: the Codex preset's process under
+    /// `harness.approvals: ask` (`crate::harness::codex_rpc`). The guide goes in as the
+    /// developer instructions, as for `exec`; the model, the work folder and the thread to
+    /// resume go in the protocol's own `thread/start` / `thread/resume`. SIGINT ends it.
+    pub fn codex_app_server() -> ProcessDriver {
+        ProcessDriver {
+            command: [
+                "codex",
+                "app-server",
+                "-c",
+                "developer_instructions={guide_toml}",
+            ]
+            .map(str::to_owned)
+            .to_vec(),
+            prompt: PromptMode::Stdin,
+            input: InputDialect::CodexAppServer,
+            output: OutputDialect::CodexAppServer,
+            resume: None,
+            interrupt: Interrupt::Sigint,
+            model_args: None,
+        }
+    }
+
     /// The CLI a preset drives, and the version of it this release was tested with (the table in
     /// docs/agent-clis.md); `None` for the http drivers.
     pub fn tested_cli(&self) -> Option<(&'static str, &'static str)> {

@@ -312,19 +312,5 @@ pub fn checked(
             "write state: capsule (the default), or permissions: full",
         ));
     }
-    if preset == Builtin::Codex && policy.approvals.mode == super::approvals::Mode::Ask {
-        let at = path.key("approvals");
-        return Err(r.error(
-            ErrorCode::BadValue,
-            &at,
-            format!(
-                "{at} is ask, which {} cannot serve yet: `codex exec` never asks (it forces \
-                 approval_policy=never), and murmur does not drive Codex's app-server",
-                Builtin::Codex.name()
-            ),
-            "write approvals: deny (the default), or use murmur/driver-claude-code, whose CLI \
-             asks through its control protocol",
-        ));
-    }
     Ok(policy)
 }

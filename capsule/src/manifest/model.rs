@@ -152,6 +152,14 @@ pub struct ProcessDriver {
     pub model_args: Option<Vec<String>>,
 }
 
+impl ProcessDriver {
+    /// Whether an attempt can resume the context's harness session: by its `resume` arguments,
+    /// or in its own protocol (Codex app-server's `thread/resume`).
+    pub fn resumes(&self) -> bool {
+        self.resume.is_some() || self.input == InputDialect::CodexAppServer
+    }
+}
+
 /// Where the task's text goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PromptMode {
@@ -170,6 +178,9 @@ pub enum OutputDialect {
     StreamJson,
     /// `codex-json`: `codex exec --json` events (used by the `murmur/driver-codex` preset).
     CodexJson,
+    /// `codex app-server`'s JSON-RPC lines (the Codex preset under `harness.approvals: ask`;
+    /// not a manifest value): responses, notifications and the server's approval requests.
+    CodexAppServer,
 }
 
 /// What the harness's stdin carries.
@@ -184,6 +195,11 @@ pub enum InputDialect {
     /// `control_request` line; it closes when the harness's `result` line ends the turn (the
     /// harness exits on end of input). Requires `prompt: stdin`.
     StreamJson,
+    /// `codex app-server`'s JSON-RPC (the Codex preset under `harness.approvals: ask`; not a
+    /// manifest value): murmur writes the handshake and the thread, then the turn once the
+    /// thread is known, answers the server's approval requests, and closes stdin at
+    /// `turn/completed` (the server exits on end of input).
+    CodexAppServer,
 }
 
 /// How a running harness is asked to stop.

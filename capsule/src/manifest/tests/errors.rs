@@ -828,15 +828,14 @@ fn e005_the_approval_keys() {
         "error[E-MAN-005]: worker/murmur.yaml: harness.approvals_from must be one of operator, \
          caller, not \"lead\"\n  hint: accepted values are operator, caller",
     );
-    refused(
-        &preset("murmur/driver-codex", "harness: { approvals: ask }\n"),
-        ErrorCode::BadValue,
-        "harness.approvals",
-        "error[E-MAN-005]: worker/murmur.yaml: harness.approvals is ask, which \
-         murmur/driver-codex cannot serve yet: `codex exec` never asks (it forces \
-         approval_policy=never), and murmur does not drive Codex's app-server\n  hint: write \
-         approvals: deny (the default), or use murmur/driver-claude-code, whose CLI asks \
-         through its control protocol",
+    let codex = super::parse(&preset(
+        "murmur/driver-codex",
+        "harness: { approvals: ask }\n",
+    ));
+    assert_eq!(
+        codex.unwrap().harness.approvals.mode,
+        crate::manifest::approvals::Mode::Ask,
+        "Codex asks through its app-server"
     );
     let own = "name: h\nversion: \"1\"\nartifacts: [{ name: local/h, runtime: driver, process: { command: [h] } }]\n";
     refused(
