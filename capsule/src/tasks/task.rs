@@ -158,7 +158,26 @@ struct StatusMessage<'a> {
     context_id: &'a str,
     task_id: &'a str,
     role: &'static str,
-    parts: Vec<Part<'a>>,
+    parts: StatusParts<'a>,
+}
+
+/// The status message's parts: its sentence, then a waiting approval's data part. Written as a
+/// list without building one (every GetTask of a task with a sentence renders it).
+struct StatusParts<'a> {
+    text: TextPart<'a>,
+    approval: Option<DataPart<'a>>,
+}
+
+impl Serialize for StatusParts<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        let mut seq = s.serialize_seq(Some(1 + self.approval.is_some() as usize))?;
+        seq.serialize_element(&self.text)?;
+        if let Some(data) = &self.approval {
+            seq.serialize_element(data)?;
+        }
+        seq.end()
+    }
 }
 
 #[derive(Serialize)]
@@ -260,16 +279,20 @@ impl Task {
             _ => None,
         };
         let message = said.map(|(text, kind)| {
-            let mut parts = vec![Part::Text(TextPart {
-                text,
-                media_type: "text/plain",
-            })];
-            if let (TaskState::InputRequired, Some(q)) = (self.state, &self.approval) {
-                parts.push(Part::Data(DataPart {
+            let approval = match (self.state, &self.approval) {
+                (TaskState::InputRequired, Some(q)) => Some(DataPart {
                     data: Cow::Owned(q.data()),
                     media_type: "application/json",
-                }));
-            }
+                }),
+                _ => None,
+            };
+            let parts = StatusParts {
+                text: TextPart {
+                    text,
+                    media_type: "text/plain",
+                },
+                approval,
+            };
             StatusMessage {
                 message_id: format!("msg_{}_{kind}", self.id),
                 context_id: &self.context_id,
