@@ -431,6 +431,20 @@ fn a_members_question_is_approved_in_mur_top_and_the_lead_gets_its_result() {
         assert_eq!(refused["error"]["code"], -32001, "{refused}");
         assert_eq!(refused["error"]["message"], "Task not found");
     }
+    // The lead's CLI (waiting in its Bash tool for the call) gives a command the helpers' own
+    // 30 minutes, not Claude Code's 2.
+    let bounded = processes_of(home)
+        .into_iter()
+        .filter(|p| cmdline(*p).contains("claude"))
+        .any(|p| {
+            let env = std::fs::read(format!("/proc/{p}/environ")).unwrap_or_default();
+            env.split(|b| *b == 0)
+                .any(|kv| kv == b"BASH_DEFAULT_TIMEOUT_MS=1800000")
+        });
+    assert!(
+        bounded,
+        "no claude process holds BASH_DEFAULT_TIMEOUT_MS=1800000"
+    );
     // The question stays open past the lead's 5 s deadline: the call still completes, since
     // its deadline is paused while the question waits.
     std::thread::sleep(std::time::Duration::from_secs(6));

@@ -21,6 +21,14 @@ pub const HELPERS: [&str; 5] = [
     "end-without-answer",
 ];
 
+/// Claude Code's bounds on one Bash command: its default and the most a call may ask for.
+const BASH_TIMEOUTS: [&str; 2] = ["BASH_DEFAULT_TIMEOUT_MS", "BASH_MAX_TIMEOUT_MS"];
+
+/// The longest a helper waits by default (`call-member`, `send-message`), in milliseconds.
+fn helper_wait_ms() -> String {
+    (crate::peers::DEFAULT_WAIT_SECS * 1000).to_string()
+}
+
 /// The folder of the session's records that holds the CLI's state under `state: capsule`.
 pub const STATE_DIR: &str = "harness-state";
 
@@ -115,7 +123,16 @@ fn claude_code(
             .iter()
             .map(|words| format!("Bash({}:*)", words.join(" "))),
     );
-    let mut env = Vec::new();
+    // Claude Code ends a Bash command after 2 minutes by default; murmur's helpers wait up to
+    // their own bound (a member's answer, a person's approval), so the CLI gives commands that
+    // long; murmur's own environment may set either.
+    let mut env: Vec<(String, OsString)> = BASH_TIMEOUTS
+        .iter()
+        .map(|var| {
+            let value = std::env::var_os(var).unwrap_or_else(|| helper_wait_ms().into());
+            (var.to_string(), value)
+        })
+        .collect();
     if let Some(dir) = state {
         let user = user_folder("CLAUDE_CONFIG_DIR", ".claude");
         seed(&dir, user.as_deref(), &[], &[".credentials.json"])?;
@@ -368,7 +385,15 @@ mod tests {
                 &format!("{helpers},Bash,Edit,Write,NotebookEdit,WebFetch,WebSearch")
             ]
         );
-        assert!(full.env.is_empty(), "state: user sets no folder");
+        assert!(
+            !full.env.iter().any(|(k, _)| k == "CLAUDE_CONFIG_DIR"),
+            "state: user sets no folder"
+        );
+        if std::env::var_os("BASH_DEFAULT_TIMEOUT_MS").is_none() {
+            assert!(full
+                .env
+                .contains(&("BASH_DEFAULT_TIMEOUT_MS".to_owned(), "1800000".into())));
+        }
         assert!(!read.args.iter().any(|a| a == "--permission-prompt-tool"));
         let mut asking = policy(Permissions::Read, &[]);
         asking.approvals.mode = ApprovalMode::Ask;
