@@ -10,6 +10,7 @@ mod dialect;
 pub mod env;
 pub mod preset;
 pub(crate) mod protect;
+mod reader;
 pub mod route;
 mod sessions;
 mod stdin;
@@ -19,8 +20,6 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde_json::json;
-use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::watch;
 
 pub use dialect::Transcript;
@@ -37,22 +36,17 @@ use crate::process::files::FilesWall;
 use crate::process::limits::{Limits, Reached, Tmp};
 use crate::process::{Contained, Containment, Exit, Spec};
 use crate::session::Session;
-use crate::stream::EventLog;
 use crate::trace::{ExitCause, InterruptSent, SessionMode, TraceEvent};
 
+use reader::{joined, read_stdout, read_tail, Heeded, Rpc, TurnFrames};
 use stdin::{fresh_request_id, interrupt_line, user_line, Hold, StdinFeed};
 use watched::signalled;
 
 /// How long an interrupted harness has to end on its own.
 pub const GRACE: Duration = Duration::from_secs(10);
-/// The most of stdout kept; a harness printing more has the rest dropped.
-const STDOUT_CAP: usize = 8 << 20;
-const STDERR_TAIL: usize = 64 << 10;
 /// The most one command-line argument may hold on Linux, its terminating NUL included
 /// (`MAX_ARG_STRLEN`, 32 pages).
 const ARG_MAX: usize = 128 << 10;
-/// How long readers keep reading after the attempt ended.
-const DRAIN: Duration = Duration::from_secs(2);
 
 /// A resolved process driver: the manifest's `process` block (presets already filled in), and
 /// what a preset adds for this capsule (its CLI's permission flags and state folder).
@@ -650,22 +644,6 @@ async fn interrupt(
     (harness.end().await, true)
 }
 
-/// What a reader task read. A reader stops on its own shortly after the attempt ends (see
-/// [`DRAIN`]) and always answers what it read.
-async fn joined<T: Default>(h: Option<tokio::task::JoinHandle<T>>) -> T {
-    match h {
-        Some(h) => h.await.unwrap_or_default(),
-        None => T::default(),
-    }
-}
-
-/// Resolves [`DRAIN`] after the attempt has ended: by then the containment has ended every
-/// writer, so this only bounds a reader against the unforeseen.
-async fn drained(mut ended: watch::Receiver<bool>) {
-    let _ = ended.wait_for(|e| *e).await;
-    tokio::time::sleep(DRAIN).await;
-}
-
 /// How many questions a reader may hand on before it waits for the answering to take them.
 const QUEUED_ASKS: usize = 64;
 
@@ -676,146 +654,4 @@ fn cli_of(session: &Session) -> &'static str {
         Some(crate::manifest::Builtin::Codex) => "Codex",
         _ => "The harness",
     }
-}
-
-/// Where what the reader hears goes: the turn count, the turn's end, `text` frames, and the
-/// CLI's questions.
-struct Heeded {
-    turns: watch::Sender<u32>,
-    turn_over: watch::Sender<bool>,
-    frames: TurnFrames,
-    asks: Option<tokio::sync::mpsc::Sender<dialect::Heard>>,
-    /// Codex app-server: where the turn and the refusals of what murmur does not serve go.
-    rpc: Option<Rpc>,
-}
-
-/// What the reader of a Codex app-server writes back itself: the task's turn once its thread
-/// is ready, and a refusal of each request murmur does not serve.
-struct Rpc {
-    lines: tokio::sync::mpsc::Sender<Vec<u8>>,
-    task: String,
-}
-
-/// Where a harness's turns go as `text` frames.
-struct TurnFrames {
-    events: Arc<EventLog>,
-    task_id: String,
-    context_id: String,
-}
-
-async fn read_stdout(
-    mut out: impl AsyncRead + Unpin,
-    dialect: OutputDialect,
-    heeded: Heeded,
-    ended: watch::Receiver<bool>,
-) -> Transcript {
-    let Heeded {
-        turns,
-        turn_over,
-        frames,
-        asks,
-        rpc,
-    } = heeded;
-    let mut t = Transcript::default();
-    let mut buf = vec![0u8; 64 << 10];
-    let mut line: Vec<u8> = Vec::new();
-    let mut kept = 0usize;
-    let deadline = drained(ended);
-    tokio::pin!(deadline);
-    loop {
-        let n = tokio::select! {
-            r = out.read(&mut buf) => match r {
-                Ok(0) | Err(_) => break,
-                Ok(n) => n,
-            },
-            _ = &mut deadline => break,
-        };
-        if dialect == OutputDialect::Text {
-            let room = STDOUT_CAP.saturating_sub(kept);
-            let take = n.min(room);
-            t.raw.push_str(&String::from_utf8_lossy(&buf[..take]));
-            kept += take;
-            continue;
-        }
-        for &b in &buf[..n] {
-            if b == b'\n' {
-                match feed_line(&mut t, dialect, &line) {
-                    Some(dialect::Heard::Text(text)) => {
-                        let meta = json!({"turn": t.turns});
-                        frames.events.frame_for(
-                            &frames.task_id,
-                            &frames.context_id,
-                            "text",
-                            &text,
-                            meta,
-                        );
-                    }
-                    Some(dialect::Heard::ThreadReady(thread)) => {
-                        if let Some(rpc) = &rpc {
-                            let _ = rpc.lines.send(codex_rpc::turn(&thread, &rpc.task)).await;
-                        }
-                    }
-                    Some(dialect::Heard::Unanswerable { id, method }) => {
-                        if let Some(rpc) = &rpc {
-                            let _ = rpc.lines.try_send(codex_rpc::refuse(&id, &method));
-                        }
-                    }
-                    Some(heard) => {
-                        if let Some(asks) = &asks {
-                            let _ = asks.send(heard).await;
-                        }
-                    }
-                    None => {}
-                }
-                line.clear();
-                let _ = turns.send(t.turns);
-                if t.turn_ended {
-                    let _ = turn_over.send_replace(true);
-                }
-            } else if line.len() < STDOUT_CAP {
-                line.push(b);
-            }
-        }
-    }
-    if !line.is_empty() {
-        let _ = feed_line(&mut t, dialect, &line);
-    }
-    if dialect == OutputDialect::Text {
-        let answer = t.raw.trim_end().to_owned();
-        t.answer = (!answer.trim().is_empty()).then_some(answer);
-    }
-    t
-}
-
-fn feed_line(t: &mut Transcript, dialect: OutputDialect, line: &[u8]) -> Option<dialect::Heard> {
-    let text = String::from_utf8_lossy(line);
-    match dialect {
-        OutputDialect::StreamJson => dialect::stream_json_line(t, &text),
-        OutputDialect::CodexJson => dialect::codex_line(t, &text).map(dialect::Heard::Text),
-        OutputDialect::CodexAppServer => codex_rpc::heard(t, &text),
-        OutputDialect::Text => None,
-    }
-}
-
-async fn read_tail(mut err: impl AsyncRead + Unpin, ended: watch::Receiver<bool>) -> String {
-    let mut tail: Vec<u8> = Vec::new();
-    let mut buf = vec![0u8; 16 << 10];
-    let deadline = drained(ended);
-    tokio::pin!(deadline);
-    loop {
-        let read = tokio::select! {
-            r = err.read(&mut buf) => r,
-            _ = &mut deadline => break,
-        };
-        match read {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                tail.extend_from_slice(&buf[..n]);
-                if tail.len() > STDERR_TAIL {
-                    tail.drain(..tail.len() - STDERR_TAIL);
-                }
-            }
-        }
-    }
-    String::from_utf8_lossy(&tail).into_owned()
 }

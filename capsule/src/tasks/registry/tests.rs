@@ -278,7 +278,8 @@ fn all() -> ListQuery {
 
 mod approvals {
     use super::*;
-    use crate::tasks::approval::{Decision, Question};
+    use crate::ids::ApprovalId;
+    use crate::tasks::approval::{Decision, Question, Verdict};
     use crate::tasks::Reply;
 
     fn question(caller_may_answer: bool) -> Question {
