@@ -289,6 +289,184 @@ fn too_many() -> Answer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tasks::{Owner, Registry, Reply, TaskInput, TaskState, Viewer};
+    use serde_json::{json, Value};
+
+    const MANIFEST: &str =
+        "name: asker\nversion: \"1\"\nartifacts: [{ name: murmur/driver-claude-code, \
+        runtime: driver }]\nharness: { approvals: ask, approve: [\"Bash(ls)\"] }\n\
+        network: { authentication: { scheme: bearer } }\n";
+
+    fn session(sink: &crate::trace::tests::Shared) -> Arc<Session> {
+        let manifest =
+            crate::manifest::load_str(MANIFEST, std::path::Path::new("a/murmur.yaml"), &|_| None)
+                .unwrap();
+        let id = crate::ids::SessionId::mint();
+        let trace = crate::trace::Trace::to_sink(sink.clone(), id.clone(), 256).unwrap();
+        Arc::new(Session::new(
+            id,
+            manifest,
+            Registry::new(2),
+            Arc::new(crate::stream::EventLog::default()),
+            trace,
+            "http://localhost:1".into(),
+            std::path::PathBuf::from("/tmp"),
+            std::path::PathBuf::from("/tmp"),
+            std::path::PathBuf::from("/bin/true"),
+        ))
+    }
+
+    fn ask(id: &str, command: &str) -> Heard {
+        Heard::Ask(Ask {
+            request_id: json!(id),
+            protocol: Protocol::ClaudeControl,
+            tool: "Bash".into(),
+            input: json!({"command": command}),
+        })
+    }
+
+    /// The request id and behavior of the next line written to the CLI.
+    async fn next_answer(lines: &mut mpsc::Receiver<Vec<u8>>) -> (String, String) {
+        let line = tokio::time::timeout(Duration::from_secs(5), lines.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        let v: Value = serde_json::from_slice(&line).unwrap();
+        (
+            v.pointer("/response/request_id")
+                .and_then(Value::as_str)
+                .unwrap()
+                .to_owned(),
+            v.pointer("/response/response/behavior")
+                .and_then(Value::as_str)
+                .unwrap()
+                .to_owned(),
+        )
+    }
+
+    /// The command of the question the task shows, once it shows one.
+    async fn shown(session: &Session, task: &TaskId) -> String {
+        for _ in 0..500 {
+            let q = session
+                .registry
+                .read(task.as_str(), &Viewer::Everyone, |t| {
+                    t.approval
+                        .as_ref()
+                        .map(|q| q.input["command"].as_str().unwrap_or("").to_owned())
+                });
+            if let Some(Some(command)) = q {
+                return command;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("no question was shown");
+    }
+
+    #[tokio::test]
+    async fn rules_answer_at_once_and_people_answer_one_at_a_time_oldest_first() {
+        let sink = crate::trace::tests::Shared::default();
+        let session = session(&sink);
+        let task = match session
+            .registry
+            .admit(None, Owner::Session, TaskInput::default())
+        {
+            crate::tasks::Admission::Accepted(id, _) => id,
+            crate::tasks::Admission::Rejected(..) => panic!("rejected"),
+        };
+        assert!(session.registry.next().await.is_some());
+        let (asks_tx, asks) = mpsc::channel(8);
+        let (lines_tx, mut lines) = mpsc::channel(8);
+        let answering = tokio::spawn(answer(
+            session.clone(),
+            task.clone(),
+            "Claude Code",
+            asks,
+            lines_tx,
+        ));
+        for heard in [
+            ask("r1", "touch first"),
+            ask("r2", "ls"),
+            ask("r3", "touch second"),
+            ask("r4", "touch third"),
+        ] {
+            asks_tx.send(heard).await.unwrap();
+        }
+        // The rule answers r2 at once, though r1 waits before it.
+        assert_eq!(next_answer(&mut lines).await, ("r2".into(), "allow".into()));
+        assert_eq!(shown(&session, &task).await, "touch first");
+        let reply = |text: &str| {
+            session.registry.reply(
+                task.as_str(),
+                &Viewer::Everyone,
+                None,
+                Reply {
+                    text: text.into(),
+                    data: &[],
+                },
+            )
+        };
+        assert!(reply("deny").is_ok());
+        assert_eq!(next_answer(&mut lines).await, ("r1".into(), "deny".into()));
+        assert_eq!(shown(&session, &task).await, "touch second");
+        // r4 is withdrawn while it waits its turn, r3 while it is shown: neither is answered.
+        asks_tx.send(Heard::Withdrawn(json!("r4"))).await.unwrap();
+        asks_tx.send(Heard::Withdrawn(json!("r3"))).await.unwrap();
+        for _ in 0..500 {
+            if session.registry.state_of(task.as_str(), &Viewer::Everyone)
+                == Some(TaskState::Working)
+            {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(
+            session.registry.state_of(task.as_str(), &Viewer::Everyone),
+            Some(TaskState::Working)
+        );
+        drop(asks_tx);
+        tokio::time::timeout(Duration::from_secs(5), answering)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(
+            lines.try_recv().is_err(),
+            "a withdrawn question is not answered"
+        );
+        // The trace is written beside the loop: wait (bounded) for the four answers.
+        let answered = || -> Vec<(String, String)> {
+            sink.records()
+                .iter()
+                .filter(|r| r["event_type"] == "approval_answered")
+                .map(|r| {
+                    (
+                        r["decision"].as_str().unwrap().to_owned(),
+                        r["by"].as_str().unwrap().to_owned(),
+                    )
+                })
+                .collect()
+        };
+        for _ in 0..500 {
+            if answered().len() >= 4 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let answered = answered();
+        let pairs = |l: &[(&str, &str)]| {
+            l.iter()
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            answered,
+            pairs(&[
+                ("approve", "rule"),
+                ("deny", "operator"),
+                ("deny", "cancel"),
+                ("deny", "cancel")
+            ])
+        );
+    }
 
     #[test]
     fn each_denial_says_who_denied_and_why() {
