@@ -603,3 +603,83 @@ fn codex_asks_through_its_app_server_and_the_operator_answers() {
     drop(door);
     assert_nothing_left(&world.home, LONG);
 }
+
+/// A sub-capsule of a delegation asks: its question shows under its own address, `mur approve`
+/// answers it there, and the delegating task gets the sub-capsule's answer.
+#[test]
+fn a_delegated_sub_capsules_question_is_answered_at_its_own_address() {
+    let Some(bin) = clis() else { return };
+    let world = World::new(&bin);
+    let home = &world.home;
+    let shipped = std::fs::read_to_string(shipped("worker-claude-code.yaml")).unwrap();
+    home.write(
+        "d/worker.yaml",
+        &format!(
+            "{shipped}\nharness:\n  approvals: ask\nnetwork:\n  authentication:\n    scheme: bearer\n"
+        ),
+    );
+    let top = Fixture {
+        name: "top",
+        extra: "capabilities:\n  delegate:\n    allow: [worker.yaml]\n",
+        ..Fixture::default()
+    };
+    let top = home.write("d/top.yaml", &top.yaml());
+    // The fixture harness at the top keeps its state beside the test's home.
+    let state = home.root.join("fixture-state");
+    std::fs::create_dir_all(&state).unwrap();
+    let mut env = world.env.clone();
+    for (k, v) in env.iter_mut() {
+        if *k == "MURMUR_HARNESS_WRITABLE" {
+            *v = state.display().to_string();
+        }
+    }
+    let run = Launch::start_env(home, &top, &[], &env);
+    let task = run.start_task("@delegate worker RUN touch delegated.txt");
+    // The sub-capsule is the session whose record names the top as its parent.
+    let mut child = String::new();
+    let asked = wait_until(LONG, || {
+        let (_, out, _) = home.run(&["ps", "--json"]);
+        let records: Vec<Value> = serde_json::from_str(&out).unwrap_or_default();
+        child = records
+            .iter()
+            .find(|r| r["parent"] == json!(run.session))
+            .and_then(|r| r["session_id"].as_str())
+            .unwrap_or_default()
+            .to_owned();
+        !child.is_empty()
+            && home
+                .run(&["top", &child, "--once"])
+                .1
+                .contains("Bash: touch delegated.txt")
+    });
+    assert!(
+        asked,
+        "the sub-capsule's question never showed: top task {}",
+        run.rpc("GetTask", json!({"id": task}))
+    );
+    // A sub-capsule works in its own folder under the parent's records.
+    let children = home.records(&run.session).join("children");
+    let made = || {
+        std::fs::read_dir(&children)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|e| e.path().join("delegated.txt").exists())
+    };
+    assert!(!made(), "the command ran before it was approved");
+    let (code, out, err) = home.run(&["approve", &child]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("Bash: touch delegated.txt"), "{out}");
+    let done = run.wait_task(&task, LONG, |s| {
+        s.ends_with("COMPLETED") || s.ends_with("FAILED")
+    });
+    assert_eq!(done["status"]["state"], "TASK_STATE_COMPLETED", "{done}");
+    assert!(made(), "no delegated.txt under {}", children.display());
+    assert_eq!(
+        answer_of(&done),
+        "DONE: (Bash completed with no output)",
+        "the sub-capsule's answer"
+    );
+    drop(run);
+    assert_nothing_left(home, LONG);
+}
