@@ -6,6 +6,8 @@
 
 use serde_json::{json, Value};
 
+pub use capsule::tasks::approval::Decision;
+
 use crate::client::{self, DoorRef};
 use crate::error::{CliError, CliResult, Code};
 use crate::records::RunningCapsule;
@@ -87,22 +89,6 @@ pub async fn open(rec: &RunningCapsule) -> CliResult<Vec<Open>> {
     // ListTasks answers the most recently changed first.
     open.reverse();
     Ok(open)
-}
-
-/// Approve or deny.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Decision {
-    Approve,
-    Deny,
-}
-
-impl Decision {
-    pub fn word(self) -> &'static str {
-        match self {
-            Decision::Approve => "approve",
-            Decision::Deny => "deny",
-        }
-    }
 }
 
 /// Answers `question`; the task goes on at once (the answer does not wait for it to end).

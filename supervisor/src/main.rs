@@ -77,23 +77,9 @@ enum Cmd {
     /// Cancel one task of a running session
     Cancel { address: String, task_id: String },
     /// Approve what a task of a running session asks to run (harness.approvals: ask)
-    Approve {
-        address: String,
-        /// The question's approval id (apr_…) or its task's id; needed when several are open
-        approval: Option<String>,
-        /// Why, for the trace
-        #[arg(long)]
-        reason: Option<String>,
-    },
+    Approve(commands::approve::Answer),
     /// Deny what a task of a running session asks to run; the agent is told, with the reason
-    Deny {
-        address: String,
-        /// The question's approval id (apr_…) or its task's id; needed when several are open
-        approval: Option<String>,
-        /// Why: the agent reads it
-        #[arg(long)]
-        reason: Option<String>,
-    },
+    Deny(commands::approve::Answer),
     /// Print a running session's credentials and tokens, `operator` first
     Token {
         #[arg(conflicts_with = "kubernetes")]
@@ -295,22 +281,8 @@ async fn dispatch(cmd: Cmd) -> CliResult<i32> {
         Cmd::Spend { day, json } => commands::spend::run(day.as_deref(), json),
         Cmd::Stop { address } => commands::stop::run(&address).await,
         Cmd::Cancel { address, task_id } => commands::cancel::run(&address, &task_id).await,
-        Cmd::Approve {
-            address,
-            approval,
-            reason,
-        } => {
-            let decision = approvals::Decision::Approve;
-            commands::approve::run(&address, approval.as_deref(), decision, reason.as_deref()).await
-        }
-        Cmd::Deny {
-            address,
-            approval,
-            reason,
-        } => {
-            let decision = approvals::Decision::Deny;
-            commands::approve::run(&address, approval.as_deref(), decision, reason.as_deref()).await
-        }
+        Cmd::Approve(a) => commands::approve::run(&a, approvals::Decision::Approve).await,
+        Cmd::Deny(a) => commands::approve::run(&a, approvals::Decision::Deny).await,
         Cmd::Token {
             kubernetes: true,
             manifest,
