@@ -79,9 +79,12 @@ pub(super) async fn answer(
                 heard = asks.recv() => match heard {
                     Some(Heard::Withdrawn(r)) if r == next.ask.request_id => break None,
                     Some(heard) => hear(&session, &task, &lines, &mut waiting, heard),
-                    // The attempt is over; the task's ending clears the question.
+                    // The attempt is over: what it asked is answered by nobody, and said so.
                     None => {
                         session.registry.withdraw_approval(&task, &next.id);
+                        for p in std::iter::once(&next).chain(waiting.iter()) {
+                            traced(&session, &task, &p.id, &ended());
+                        }
                         return;
                     }
                 },
@@ -241,6 +244,17 @@ fn withdrawn() -> Answer {
             decision: Decision::Deny,
             by: By::Cancel,
             reason: Some("the CLI withdrew its question".into()),
+        },
+        rule: None,
+    }
+}
+
+fn ended() -> Answer {
+    Answer {
+        verdict: Verdict {
+            decision: Decision::Deny,
+            by: By::Cancel,
+            reason: Some("the attempt ended while this waited for approval".into()),
         },
         rule: None,
     }
@@ -423,6 +437,9 @@ mod tests {
             session.registry.state_of(task.as_str(), &Viewer::Everyone),
             Some(TaskState::Working)
         );
+        // The attempt ends while r5 is shown: it is said to have ended unanswered.
+        asks_tx.send(ask("r5", "touch fifth")).await.unwrap();
+        assert_eq!(shown(&session, &task).await, "touch fifth");
         drop(asks_tx);
         tokio::time::timeout(Duration::from_secs(5), answering)
             .await
@@ -432,7 +449,7 @@ mod tests {
             lines.try_recv().is_err(),
             "a withdrawn question is not answered"
         );
-        // The trace is written beside the loop: wait (bounded) for the four answers.
+        // The trace is written beside the loop: wait (bounded) for the five answers.
         let answered = || -> Vec<(String, String)> {
             sink.records()
                 .iter()
@@ -446,7 +463,7 @@ mod tests {
                 .collect()
         };
         for _ in 0..500 {
-            if answered().len() >= 4 {
+            if answered().len() >= 5 {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -462,6 +479,7 @@ mod tests {
             pairs(&[
                 ("approve", "rule"),
                 ("deny", "operator"),
+                ("deny", "cancel"),
                 ("deny", "cancel"),
                 ("deny", "cancel")
             ])
