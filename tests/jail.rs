@@ -1770,3 +1770,32 @@ fn the_private_tmp_is_bounded(who: Who) {
 }
 
 as_root_and_as_a_user!(the_private_tmp_is_bounded);
+
+/// PIDs come round again: a cgroup an ended capsule left under a PID a live process now has is
+/// still that ended capsule's, swept at the next capsule's first attempt, and never taken with
+/// the limits it had (it once was: a fork bomb then ran under another capsule's `pids.max`).
+#[test]
+fn a_cgroup_left_under_a_pid_that_came_round_again_is_swept() {
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    let Some(path) = own.lines().find_map(|l| {
+        let mut parts = l.splitn(3, ':');
+        let (_, controllers, path) = (parts.next(), parts.next()?, parts.next()?);
+        controllers.split(',').any(|c| c == "pids").then_some(path)
+    }) else {
+        panic!("this machine has no pids cgroup to test with: {own}");
+    };
+    // Left by "a capsule" with this test's PID that started at tick 1: not this process.
+    let leftover = std::path::Path::new("/sys/fs/cgroup/pids")
+        .join(path.trim_start_matches('/'))
+        .join(format!("murmur-{}-1-0", std::process::id()));
+    std::fs::create_dir_all(&leftover).unwrap();
+    let home = Home::new();
+    let run = jailed(&home, "harness:\n  limits: { pids: 64 }\n");
+    let (said, _) = harness_runs(&run, "echo fine");
+    assert_eq!(said["out"], "fine\n", "{said}");
+    assert!(
+        wait_until(Duration::from_secs(10), || !leftover.exists()),
+        "{} was not swept",
+        leftover.display()
+    );
+}

@@ -91,9 +91,35 @@ enum Version {
     V2,
 }
 
-/// The name of the capsule `capsule`'s cgroup number `n`.
-fn name(capsule: i32, n: u32) -> String {
-    format!("{PREFIX}{capsule}-{n}")
+/// The name of the capsule `capsule`'s cgroup number `n`: `murmur-<pid>-<start>-<n>`, where
+/// `start` is when the capsule's process started (`/proc/<pid>/stat`, in clock ticks since
+/// boot). PIDs come round again (`pid_max` is often 32768): a cgroup an ended capsule left must
+/// never be taken, limits and counts as they were, by a new capsule given the same PID.
+fn name(capsule: i32, start: u64, n: u32) -> String {
+    format!("{PREFIX}{capsule}-{start}-{n}")
+}
+
+/// When process `pid` started, in clock ticks since boot (field 22 of `/proc/<pid>/stat`);
+/// `None` for a process that is not there.
+fn started(pid: i32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may hold anything: count after it.
+    let after = &stat[stat.rfind(')')? + 1..];
+    after.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// When this capsule's process started, read once.
+fn own_start() -> u64 {
+    static START: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *START.get_or_init(|| started(std::process::id() as i32).unwrap_or(0))
+}
+
+/// The capsule a cgroup name belongs to, as its PID and start.
+fn owner_of(name: &str) -> Option<(i32, u64)> {
+    let mut parts = name.strip_prefix(PREFIX)?.split('-');
+    let pid = parts.next()?.parse().ok()?;
+    let start = parts.next()?.parse().ok()?;
+    Some((pid, start))
 }
 
 /// What the attempt's cgroup bounds; the rest is left to rlimits ([`Bounded::hold_rest`]).
@@ -319,6 +345,7 @@ impl Slot {
         reused.unwrap_or_else(|| Slot {
             name: name(
                 std::process::id() as i32,
+                own_start(),
                 NEXT.fetch_add(1, Ordering::Relaxed),
             ),
             seen: Counts::default(),
@@ -455,8 +482,9 @@ impl Cgroup {
     }
 }
 
-/// Removes what attempts of capsules that are gone left: empty `murmur-<capsule>-<n>` cgroups
-/// whose capsule no longer runs. Called once per capsule, at its first attempt.
+/// Removes what attempts of capsules that are gone left: empty `murmur-<pid>-<start>-<n>`
+/// cgroups whose capsule no longer runs (no process has that PID, or the one that has it started
+/// at another time). Called once per capsule, at its first attempt.
 pub fn sweep() {
     let found = parents();
     let v1 = found.v1.iter().map(|(_, dir)| dir);
@@ -466,15 +494,11 @@ pub fn sweep() {
         };
         for entry in entries.flatten() {
             let name = entry.file_name();
-            let Some(capsule) = name
-                .to_str()
-                .and_then(|n| n.strip_prefix(PREFIX))
-                .and_then(|rest| rest.split('-').next())
-                .and_then(|pid| pid.parse::<i32>().ok())
-            else {
+            let Some((capsule, start)) = name.to_str().and_then(owner_of) else {
                 continue;
             };
-            if !Path::new(&format!("/proc/{capsule}")).exists() {
+            // Its capsule is gone, or its PID is another process's now.
+            if started(capsule) != Some(start) {
                 // Refused while a process is still in it: then it is not a leftover yet.
                 let _ = std::fs::remove_dir(entry.path());
             }
@@ -514,7 +538,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_cgroup_is_named_after_its_capsule() {
-        assert_eq!(name(41, 7), "murmur-41-7");
+    fn a_cgroup_is_named_after_its_capsule_and_when_it_started() {
+        assert_eq!(name(41, 9001, 7), "murmur-41-9001-7");
+        assert_eq!(owner_of("murmur-41-9001-7"), Some((41, 9001)));
+        assert_eq!(
+            owner_of("murmur-41-7"),
+            Some((41, 7)),
+            "read as a start that matches nothing"
+        );
+        assert_eq!(owner_of("other-41-9001-7"), None);
+        let me = std::process::id() as i32;
+        assert!(started(me).is_some_and(|s| s > 0));
+        assert_eq!(started(me), Some(own_start()));
+        assert_eq!(started(i32::MAX), None);
     }
 }
