@@ -35,7 +35,8 @@ pub(super) fn opening(resume: Option<&str>, cwd: &Path, model: Option<&str>) -> 
     let mut out = line(json!({"id": INITIALIZE, "method": "initialize", "params": {
         "clientInfo": {"name": "murmur", "version": env!("CARGO_PKG_VERSION")}}}));
     out.extend(line(json!({"method": "initialized"})));
-    let mut params = json!({"cwd": cwd.to_string_lossy()});
+    // Ask before every command its rules do not let out (murmur's helpers, allow_commands).
+    let mut params = json!({"cwd": cwd.to_string_lossy(), "approvalPolicy": "untrusted"});
     if let Some(m) = model {
         params["model"] = json!(m);
     }
@@ -267,13 +268,13 @@ mod tests {
             [
                 json!({"id": 0, "method": "initialize", "params": {"clientInfo": {"name": "murmur", "version": env!("CARGO_PKG_VERSION")}}}),
                 json!({"method": "initialized"}),
-                json!({"id": 1, "method": "thread/start", "params": {"cwd": "/w", "model": "gpt-5"}}),
+                json!({"id": 1, "method": "thread/start", "params": {"cwd": "/w", "approvalPolicy": "untrusted", "model": "gpt-5"}}),
             ]
         );
         let resumed = lines(opening(Some("th-1"), Path::new("/w"), None));
         assert_eq!(
             resumed[2],
-            json!({"id": 1, "method": "thread/resume", "params": {"cwd": "/w", "threadId": "th-1", "excludeTurns": true}})
+            json!({"id": 1, "method": "thread/resume", "params": {"cwd": "/w", "approvalPolicy": "untrusted", "threadId": "th-1", "excludeTurns": true}})
         );
         assert_eq!(
             lines(turn("th-1", "do \"it\"")),

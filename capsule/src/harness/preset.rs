@@ -214,19 +214,20 @@ fn codex(
     if policy.permissions != Permissions::Full {
         codex_daemon_folder()?;
     }
-    // `codex app-server` (approvals: ask) takes its sandbox as a setting, and asks only about
-    // what that sandbox refused: a command that failed in it is asked to run again without it
-    // (still inside murmur's jail), a patch outside the writable roots is asked.
+    // `codex app-server` (approvals: ask) asks before each command its rules do not let out
+    // (`approvalPolicy: untrusted`, sent with the thread). Its own sandbox is off there: the
+    // command the operator approves runs as approved, inside murmur's jail, which bounds it as
+    // it bounds every command. (Asking only after the sandbox refused, its granular policy,
+    // depends on Codex recognising the refusal, which under load it sometimes did not: the
+    // model got the refusal and nobody was asked.)
     let mut args = match policy.approvals.mode {
         ApprovalMode::Deny => vec!["--sandbox".to_owned(), sandbox.to_owned()],
         ApprovalMode::Ask => vec![
             "-c".to_owned(),
-            format!("sandbox_mode=\"{sandbox}\""),
-            "-c".to_owned(),
-            CODEX_ASKS.to_owned(),
+            "sandbox_mode=\"danger-full-access\"".to_owned(),
         ],
     };
-    if policy.permissions == Permissions::Edit {
+    if policy.permissions == Permissions::Edit && policy.approvals.mode == ApprovalMode::Deny {
         // In murmur's jail /tmp is read-only and TMPDIR is the attempt's private tmp: Codex's
         // sandbox must not claim /tmp as a writable root (it would try to protect /tmp/.git).
         args.extend([
@@ -242,12 +243,6 @@ fn codex(
         route,
     })
 }
-
-/// Codex's approval policy under `approvals: ask`: ask after a sandbox refusal, and about every
-/// other kind of request it can ask (its own rules, skills, permissions, MCP elicitations), never
-/// before running what the sandbox allows (`untrusted` would ask before every `ls`).
-const CODEX_ASKS: &str = "approval_policy={granular={sandbox_approval=true,rules=true,\
-     skill_approval=true,request_permissions=true,mcp_elicitations=true}}";
 
 /// Codex refuses to build its sandbox (bubblewrap) without `/tmp/codex-daemon-<euid>`, the
 /// rendezvous folder of the user's Codex app-server sockets, which the sandbox hides: it makes
