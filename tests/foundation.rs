@@ -41,10 +41,16 @@ fn offline_worker_answers_the_launch_task_and_exits() {
             "task_start",
             "harness_start",
             "harness_exit",
+            // The attempt's invoke_agent span (the launch's task starts its own trace).
+            "span",
             "task_end",
             "session_end"
         ]
     );
+    let span = &home.trace(&run.session)[5];
+    assert_eq!(span["name"], "invoke_agent worker");
+    assert_eq!(span["parent_span_id"], serde_json::Value::Null);
+    assert_eq!(span["attributes"]["murmur.task.outcome"], "completed");
     for e in home.trace(&run.session) {
         assert_eq!(e["session_id"], run.session.as_str());
         let ts = e["timestamp"].as_str().unwrap();

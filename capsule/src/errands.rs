@@ -20,6 +20,7 @@ use tokio::sync::{mpsc, watch};
 use crate::ids::TaskId;
 use crate::peers::below::{self, NoAnswer};
 use crate::provenance::Trust;
+use crate::telemetry::{KeyValue, SpanContext, SpanEvent};
 
 /// How long closing waits for calls in flight to cancel their peers' tasks and write their
 /// records. Each cancel is itself bounded well within this (`peers::exchange::CANCEL_WITHIN`).
@@ -33,6 +34,10 @@ pub struct Errands {
 
 struct Open {
     trust: Trust,
+    /// The attempt's `invoke_agent` span: what its helpers' spans and calls continue.
+    span: SpanContext,
+    /// What befell the attempt (an egress refusal, a spend ceiling, a cancel), for its span.
+    notes: Vec<SpanEvent>,
     /// The registry's cancel signal for the task.
     canceled: watch::Receiver<bool>,
     /// Set when calls in flight must stop: the attempt ended, or the task is ending without
@@ -53,7 +58,17 @@ struct Open {
 pub struct Ticket {
     pub trust: Trust,
     pub stop: Stop,
+    /// The span the call goes under: its attempt's, or the operation's that made it.
+    pub span: SpanContext,
     _in_flight: mpsc::Sender<()>,
+}
+
+impl Ticket {
+    /// The same ticket, for a call made under `span`.
+    pub fn under(mut self, span: &SpanContext) -> Ticket {
+        self.span = span.clone();
+        self
+    }
 }
 
 /// Fires when the task is canceled or its attempt ends.
@@ -116,6 +131,8 @@ pub struct Closed {
     pub no_answer: Option<String>,
     /// `metadata.murmur.noAnswerBelow`; empty when every member call completed.
     pub no_answer_below: Vec<Value>,
+    /// The attempt's span events, in the order they happened.
+    pub notes: Vec<SpanEvent>,
 }
 
 impl Errands {
@@ -130,6 +147,7 @@ impl Errands {
         task: &TaskId,
         trust: Trust,
         canceled: watch::Receiver<bool>,
+        span: SpanContext,
     ) -> watch::Receiver<bool> {
         let (in_flight, all_done) = mpsc::channel(1);
         let (wind_down, winding) = watch::channel(false);
@@ -137,6 +155,8 @@ impl Errands {
             task.clone(),
             Open {
                 trust,
+                span,
+                notes: Vec::new(),
                 canceled,
                 over: watch::channel(false).0,
                 wind_down,
@@ -162,12 +182,25 @@ impl Errands {
         }
         Ok(Ticket {
             trust: open.trust,
+            span: open.span.clone(),
             stop: Stop {
                 canceled: open.canceled.clone(),
                 over: open.over.subscribe(),
             },
             _in_flight: in_flight,
         })
+    }
+
+    /// The running attempt's span, which a helper's span continues; `None` once it ended.
+    pub fn span_of(&self, task: &TaskId) -> Option<SpanContext> {
+        self.lock().get(task).map(|o| o.span.clone())
+    }
+
+    /// Notes an event on the running attempt's span (nothing once it ended).
+    pub fn note(&self, task: &TaskId, name: &'static str, attributes: Vec<KeyValue>) {
+        if let Some(open) = self.lock().get_mut(task) {
+            open.notes.push(SpanEvent::now(name, attributes));
+        }
     }
 
     /// True once the task ran end-without-answer: it waits for nothing more.
@@ -221,6 +254,7 @@ impl Errands {
         Closed {
             no_answer: open.no_answer,
             no_answer_below: below::no_answer_below(&open.gave_no_answer),
+            notes: open.notes,
         }
     }
 }
@@ -236,7 +270,8 @@ mod tests {
     fn opened(errands: &Errands) -> (TaskId, watch::Sender<bool>, watch::Receiver<bool>) {
         let task = TaskId::mint();
         let (cancel, canceled) = watch::channel(false);
-        let winding = errands.open(&task, Trust::Untrusted, canceled);
+        let span = crate::telemetry::Span::start("t", crate::telemetry::Kind::Internal, None);
+        let winding = errands.open(&task, Trust::Untrusted, canceled, span.context().clone());
         (task, cancel, winding)
     }
 

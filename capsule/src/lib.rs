@@ -28,6 +28,7 @@ pub mod session;
 pub mod shell;
 pub mod stream;
 pub mod tasks;
+pub mod telemetry;
 pub mod text;
 pub mod tls;
 pub mod trace;

@@ -170,6 +170,12 @@ pub struct LaunchTask {
     pub text: String,
     pub context_id: Option<String>,
     pub forget_session: bool,
+    /// The W3C parent of the launch task's span: `TRACEPARENT` where `mur run` ran, or the
+    /// delegating span of a sub-capsule's task. `None`: the task starts its own trace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tracestate: Option<String>,
 }
 
 pub const CONFIG_ENV: &str = "MURMUR_CAPSULE_CONFIG";
@@ -186,6 +192,9 @@ pub mod exit {
 }
 
 /// Runs the capsule on `listener` until it ends; answers the process exit status.
+/// The longest a capsule's exit waits for its last spans to reach the collector.
+const TELEMETRY_FLUSH: Duration = Duration::from_secs(3);
+
 pub fn main(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
     crate::allocator::give_large_frees_back();
     let rt = match tokio::runtime::Builder::new_multi_thread()
@@ -348,6 +357,21 @@ async fn run(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
         .protecting(config.protect.clone())
         .spending(spend, gateway.as_ref().map(|(g, _)| g.clone())),
     );
+    // Spans go to a collector when the standard variables name one; a variable that is wrong
+    // stops the capsule here, saying which, rather than losing every span quietly.
+    let who = crate::telemetry::Identity {
+        session_id: session.id.as_str(),
+        capsule: &session.manifest.name,
+        formation: session
+            .wiring
+            .as_ref()
+            .map(|w| (w.formation.as_str(), w.member.as_str())),
+    };
+    let traced = session.clone();
+    if let Err(why) = crate::telemetry::start(&who, Arc::new(move |e| traced.trace.event(e))) {
+        eprintln!("error: {why}");
+        return exit::CANNOT_START;
+    }
     session.trace.event(TraceEvent::SessionStart {
         capsule: session.manifest.name.clone(),
         version: session.manifest.version.clone(),
@@ -416,6 +440,8 @@ async fn run(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
     let status = launch
         .as_ref()
         .and_then(|id| session.registry.state_of(id.as_str(), &Viewer::Everyone));
+    // What the spans' collector has not taken yet goes before the exit, within a bound.
+    crate::telemetry::flush(TELEMETRY_FLUSH).await;
     session.trace.event(TraceEvent::SessionEnd {
         launch_task_state: status,
     });
@@ -496,6 +522,9 @@ fn admit_launch(session: &Session, launch: &LaunchTask) -> Option<crate::ids::Ta
         // The user wrote it.
         trust: crate::provenance::Trust::Trusted,
         images: Vec::new(),
+        parent: launch.traceparent.as_deref().and_then(|t| {
+            crate::telemetry::propagation::extract_pairs(t, launch.tracestate.as_deref())
+        }),
     };
     match session.admit(
         launch.context_id.clone(),

@@ -18,6 +18,7 @@ use crate::manifest::AfterTask;
 use crate::process::Containment;
 use crate::session::Session;
 use crate::tasks::{Notes, Outcome, Started, Viewer};
+use crate::telemetry::{self, keys, Kind, Span, SpanEvent};
 use crate::trace::{EndStatus, Ran, RequestedBy, TraceEvent};
 pub use http::HttpAgent;
 
@@ -119,7 +120,11 @@ async fn run_task(
             });
         }
     }
-    let wind_down = session.errands.open(&id, input.trust, canceled.clone());
+    let mut span = invoke_agent_span(session, worker, &id, &context_id, &input);
+    let wind_down =
+        session
+            .errands
+            .open(&id, input.trust, canceled.clone(), span.context().clone());
     let ((outcome, turns), errands) = match worker {
         Worker::Harness(driver, containment) => {
             let token = session.mint_task_token(&id);
@@ -127,6 +132,8 @@ async fn run_task(
                 .resumes()
                 .then(|| session.harness_session(&conversation))
                 .flatten();
+            let mode = if resume.is_some() { "resume" } else { "new" };
+            span.set(keys::SESSION_MODE, mode);
             // The guide's file is written when the first attempt needs it; a capsule that
             // cannot write it fails the task that asked, saying where.
             let ending = match guide.write() {
@@ -142,6 +149,7 @@ async fn run_task(
                         guide: guide.path(),
                         guide_text: guide.text(),
                         max_turns: session.manifest.inference.max_turns,
+                        span: span.context(),
                     };
                     harness::run(session, driver, containment, &attempt, canceled, wind_down).await
                 }
@@ -187,6 +195,7 @@ async fn run_task(
         turns,
         duration_ms: began.elapsed().as_millis() as u64,
     };
+    end_invoke_agent(session, span, &outcome, errands.notes.clone());
     session
         .trace
         .event(TraceEvent::task_end(id.clone(), status, Some(ran)));
@@ -199,6 +208,72 @@ async fn run_task(
     };
     session.registry.finish_with(&id, outcome.clone(), notes);
     outcome
+}
+
+/// The `invoke_agent {member}` span of a task's attempt, under the span of the message that
+/// started it (or the root of a new trace for the launch's own task).
+fn invoke_agent_span(
+    session: &Session,
+    worker: &Worker,
+    id: &TaskId,
+    context_id: &str,
+    input: &crate::tasks::TaskInput,
+) -> Span {
+    let agent = session
+        .wiring
+        .as_ref()
+        .map_or(session.manifest.name.as_str(), |w| w.member.as_str());
+    let name = format!("{} {agent}", keys::INVOKE_AGENT);
+    let mut span = Span::start(name, Kind::Internal, input.parent.as_ref());
+    span.set(keys::OPERATION, keys::INVOKE_AGENT);
+    span.set(keys::AGENT_NAME, agent.to_owned());
+    span.set(keys::CONVERSATION, context_id.to_owned());
+    span.set(keys::A2A_TASK, id.as_str().to_owned());
+    span.set(keys::CAPSULE, session.manifest.name.clone());
+    span.set_some(
+        keys::PRESET,
+        session.manifest.inference.driver_artifact.clone(),
+    );
+    if let Worker::Http(_) = worker {
+        span.set_some(
+            keys::REQUEST_MODEL,
+            session.manifest.inference.model.clone(),
+        );
+    }
+    if telemetry::captures_content() {
+        span.set(keys::INPUT_MESSAGES, messages("user", &input.text));
+    }
+    span
+}
+
+/// Ends the attempt's span with its outcome, and what befell it on the way.
+fn end_invoke_agent(session: &Session, mut span: Span, outcome: &Outcome, notes: Vec<SpanEvent>) {
+    span.events(notes);
+    let (word, failed) = match outcome {
+        Outcome::Completed(answer) => {
+            if telemetry::captures_content() {
+                span.set(keys::OUTPUT_MESSAGES, messages("assistant", answer));
+            }
+            ("completed", None)
+        }
+        Outcome::Failed(why) => ("failed", Some(("task_failed", why.clone()))),
+        Outcome::NoAnswer(why) => ("no_answer", Some(("no_answer", why.clone()))),
+        Outcome::CanceledEnded(why) => {
+            let why = why.clone().unwrap_or_else(|| "task canceled".into());
+            span.event(keys::EV_CANCELED, vec![]);
+            ("canceled", Some(("canceled", why)))
+        }
+    };
+    span.set(keys::OUTCOME, word);
+    if let Some((kind, why)) = failed {
+        span.fail(kind, why);
+    }
+    span.end(&session.trace);
+}
+
+/// The conventions' message list of one message with one text part.
+fn messages(role: &str, text: &str) -> String {
+    serde_json::json!([{"role": role, "parts": [{"type": "text", "content": text}]}]).to_string()
 }
 
 /// The task_start record's `attachments`: each image the door took, in part order, by its

@@ -19,6 +19,7 @@ use crate::errands::Ticket;
 use crate::ids::{DelegationId, TaskId};
 use crate::session::Session;
 use crate::tasks::ResidueItem;
+use crate::telemetry::{keys, Kind, Span, SpanContext};
 use crate::trace::{DelegationState, TraceEvent};
 
 /// How long the supervisor may take to start a sub-capsule (it waits for the child's card).
@@ -86,12 +87,40 @@ fn fresh_token() -> String {
 }
 
 /// Runs one delegation to its end. The ticket is let go only once its records are written and
-/// the child (when it had to be ended) is gone.
+/// the child (when it had to be ended) is gone. The delegation is one CLIENT span,
+/// `delegate-task {capsule}`; the child's task continues it.
 pub async fn run(
     session: &Session,
     link: &Supervisor,
     req: Request<'_>,
+    ticket: Ticket,
+) -> Result<Delegated, NotStarted> {
+    let name = format!("delegate-task {}", req.capsule);
+    let mut span = Span::start(name, Kind::Client, Some(&ticket.span));
+    span.set(keys::A2A_METHOD, "SendMessage");
+    span.set(keys::AGENT_NAME, req.capsule.to_owned());
+    let under = span.context().clone();
+    let outcome = run_under(session, link, req, ticket, &under).await;
+    match &outcome {
+        Ok(d) => {
+            span.set(keys::DELEGATION, d.delegation_id.to_string());
+            span.set(keys::CALL_STATUS, d.status.as_str());
+            if d.status != DelegationState::Completed {
+                span.fail(d.status.as_str(), d.status.as_str());
+            }
+        }
+        Err(NotStarted(why)) => span.fail("delegation_not_started", why.clone()),
+    }
+    span.end(&session.trace);
+    outcome
+}
+
+async fn run_under(
+    session: &Session,
+    link: &Supervisor,
+    req: Request<'_>,
     mut ticket: Ticket,
+    under: &SpanContext,
 ) -> Result<Delegated, NotStarted> {
     let began = Instant::now();
     let id = DelegationId::mint();
@@ -106,6 +135,10 @@ pub async fn run(
         manifest: req.manifest.clone(),
         text: req.text.to_owned(),
         completion_token: Some(token),
+        traceparent: crate::telemetry::propagation::headers_of(under)
+            .into_iter()
+            .find(|(k, _)| *k == crate::telemetry::propagation::TRACEPARENT)
+            .map(|(_, v)| v),
     };
     let started = tokio::select! {
         answer = link.request(op, START_WITHIN) => answer,

@@ -31,7 +31,14 @@ pub async fn deliver(session: &Session, target: &CompletionTarget, outcome: &Out
         Ok(a) => a,
         Err(refusal) => return refused(refusal.reason),
     };
-    let door = PeerDoor::new(allowed, target.token.clone());
+    let mut door = PeerDoor::new(allowed, target.token.clone());
+    let parent = target
+        .traceparent
+        .as_deref()
+        .and_then(|t| crate::telemetry::propagation::extract_pairs(t, None));
+    if let Some(parent) = &parent {
+        door = door.traced(parent);
+    }
     match door
         .complete(
             completion.params(),

@@ -38,6 +38,9 @@ pub enum Op {
         /// The token the child presents to the parent's door with its completion (the parent
         /// keeps only its digest); `None` when the parent's door is public.
         completion_token: Option<String>,
+        /// The delegating span, as a W3C `traceparent`: the child's task continues it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        traceparent: Option<String>,
     },
     End {
         delegation_id: String,
@@ -85,6 +88,9 @@ pub struct CompletionTarget {
     pub delegation_id: String,
     /// Presented as `Authorization: Bearer` on an authenticated parent door.
     pub token: Option<String>,
+    /// The delegating span (`traceparent`), which the completion continues.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
 }
 
 #[cfg(test)]

@@ -196,6 +196,7 @@ mod tests {
             manifest: "/w/worker.yaml".into(),
             text: "hi".into(),
             completion_token: None,
+            traceparent: None,
         }
     }
 

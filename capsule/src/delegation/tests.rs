@@ -201,9 +201,14 @@ async fn parent(extra: &str, end_after: Duration) -> Parent {
         panic!("rejected");
     };
     let started = session.registry.next().await.unwrap();
-    let _ = session
-        .errands
-        .open(&task, Trust::Trusted, started.canceled.clone());
+    let span =
+        crate::telemetry::Span::start("invoke_agent", crate::telemetry::Kind::Internal, None);
+    let _ = session.errands.open(
+        &task,
+        Trust::Trusted,
+        started.canceled.clone(),
+        span.context().clone(),
+    );
     let token = session.mint_task_token(&task);
     Parent {
         session,
@@ -270,8 +275,14 @@ impl Parent {
                 parent_task,
                 text,
                 manifest,
+                traceparent,
             } => {
                 assert_eq!(parent_task, self.task.as_str());
+                // The child's task continues the delegating span's trace.
+                let parent = traceparent.expect("a delegation carries its traceparent");
+                let parent = crate::telemetry::propagation::extract_pairs(&parent, None)
+                    .expect("a valid traceparent");
+                assert!(parent.is_sampled());
                 assert_eq!(text, "count to four");
                 assert!(manifest.ends_with("worker.yaml"), "{manifest:?}");
                 assert!(crate::ids::is_well_formed(&delegation_id, "dlg_"));
@@ -287,6 +298,7 @@ impl Parent {
             session_id: self.session.id.to_string(),
             delegation_id: delegation_id.into(),
             token,
+            traceparent: None,
         }
     }
 

@@ -34,6 +34,8 @@ pub struct Inbound {
     pub params: Map<String, Value>,
     /// Who the token names, on an authenticated door (from step 2 on).
     pub credential: Option<Credential>,
+    /// The door's span of this request (`span`), the parent of the task it starts.
+    pub parent: Option<crate::telemetry::SpanContext>,
 }
 
 impl Inbound {

@@ -12,6 +12,7 @@ mod message;
 mod method;
 mod methods;
 mod parts;
+mod span;
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -245,6 +246,7 @@ impl Door {
             method: None,
             params: Map::new(),
             credential: None,
+            parent: None,
         };
         if let Err(refusal) = check::run(self, &check::BEFORE_BODY, &mut inbound) {
             return unread(refusal_response(*refusal), &inbound.headers, body);
@@ -265,7 +267,12 @@ impl Door {
         if let Err(refusal) = checked {
             return refusal_response(*refusal);
         }
+        let span = span::open(&inbound);
+        inbound.parent = span.as_ref().map(|s| s.context().clone());
         let answer = methods::apply(self, &inbound).await;
+        if let Some(span) = span {
+            span::close(span, &answer, &self.session.trace);
+        }
         rpc_response(&inbound.id, answer)
     }
 }

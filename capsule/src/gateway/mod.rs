@@ -24,7 +24,7 @@ use std::convert::Infallible;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Either, Full, Limited};
@@ -45,6 +45,7 @@ pub use spend::{Counted, DailyCeiling, Scope, Shared, Spend, Stop, Who};
 
 use crate::ids::TaskId;
 use crate::inference::{Connection, Endpoint};
+use crate::telemetry::{keys, KeyValue, Kind, Span, SpanContext};
 use crate::trace::{GatewayCall, TraceEvent};
 
 /// The most one connection buffers of what it reads and writes.
@@ -125,6 +126,8 @@ pub struct Served {
 /// One live attempt's entry.
 struct Admitted {
     task_id: String,
+    /// The attempt's span: each call's `chat` span goes under it.
+    span: SpanContext,
     /// Set when a ceiling refused one of its calls.
     stop: watch::Sender<bool>,
     calls: u32,
@@ -201,7 +204,7 @@ impl Gateway {
     }
 
     /// Mints the placeholder of one attempt of `task_id`.
-    pub fn admit(self: &Arc<Self>, task_id: &str) -> Placeholder {
+    pub fn admit(self: &Arc<Self>, task_id: &str, span: SpanContext) -> Placeholder {
         let mut bytes = [0u8; 32];
         rand::thread_rng().fill_bytes(&mut bytes);
         let key = format!("mur_gw_{}", hex(&bytes));
@@ -211,6 +214,7 @@ impl Gateway {
             digest,
             Admitted {
                 task_id: task_id.to_owned(),
+                span,
                 stop,
                 calls: 0,
             },
@@ -228,7 +232,7 @@ impl Gateway {
     }
 
     /// The attempt a request's placeholder belongs to, and its call's number.
-    fn attempt_of(&self, headers: &hyper::HeaderMap) -> Option<(String, u32)> {
+    fn attempt_of(&self, headers: &hyper::HeaderMap) -> Option<(String, u32, SpanContext)> {
         let presented = headers
             .get(PLACEHOLDER_HEADER)
             .and_then(|v| v.to_str().ok())
@@ -236,7 +240,11 @@ impl Gateway {
         let mut keys = self.keys();
         let admitted = keys.get_mut(&digest(presented))?;
         admitted.calls += 1;
-        Some((admitted.task_id.clone(), admitted.calls))
+        Some((
+            admitted.task_id.clone(),
+            admitted.calls,
+            admitted.span.clone(),
+        ))
     }
 
     fn stop_attempts_of(&self, task_id: &str) {
@@ -280,9 +288,10 @@ impl Gateway {
 
     async fn handle(&self, served: &Served, req: Request<Incoming>) -> Answer {
         let arrived = Instant::now();
+        let arrived_at = SystemTime::now();
         let api = self.upstream.api;
         // A wrong placeholder never reaches the provider, nor is its body read.
-        let Some((task_id, turn)) = self.attempt_of(req.headers()) else {
+        let Some((task_id, turn, parent)) = self.attempt_of(req.headers()) else {
             return refusal(
                 api,
                 ErrorKind::Key,
@@ -320,6 +329,16 @@ impl Gateway {
                 }
             }
             if let Err(stop) = served.spend.check(&task_id, asked.model.as_deref()) {
+                let mut span = chat_span(api, &asked, &parent, arrived_at);
+                span.event(
+                    keys::EV_SPEND_CEILING,
+                    vec![
+                        KeyValue::new("murmur.spend.scope", stop.scope.word()),
+                        KeyValue::new("murmur.spend.key", stop.key.clone()),
+                    ],
+                );
+                span.fail("spend_ceiling", stop.sentence.clone());
+                span.end_with(&*served.record);
                 return self.refuse_spend(served, &task_id, stop);
             }
         }
@@ -391,6 +410,7 @@ impl Gateway {
             .get(hyper::header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|t| t.starts_with("text/event-stream"));
+        let span = Some(chat_span(api, &asked, &parent, arrived_at));
         let metering = Metering {
             meter: Some(meter::Meter::new(api, sse)),
             served: served.clone(),
@@ -401,6 +421,7 @@ impl Gateway {
             status: parts.status.as_u16(),
             arrived,
             first_byte,
+            span,
         };
         let body = Passed {
             incoming,
@@ -440,6 +461,26 @@ fn refusal(api: Api, kind: ErrorKind, message: &str) -> Answer {
     resp
 }
 
+/// `error.type` of a provider's error answer: its HTTP status (the conventions' choice for
+/// HTTP failures).
+fn http_error_type(status: u16) -> &'static str {
+    match status {
+        400 => "400",
+        401 => "401",
+        403 => "403",
+        404 => "404",
+        408 => "408",
+        413 => "413",
+        429 => "429",
+        500 => "500",
+        502 => "502",
+        503 => "503",
+        504 => "504",
+        529 => "529",
+        _ => "_OTHER",
+    }
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -455,9 +496,53 @@ struct Metering {
     status: u16,
     arrived: Instant,
     first_byte: Duration,
+    /// The call's `chat` span, ended with its usage.
+    span: Option<Span>,
+}
+
+/// The `chat {model}` span of one provider call, under the attempt's span.
+fn chat_span(api: Api, asked: &Asked, parent: &SpanContext, at: SystemTime) -> Span {
+    let model = asked.model.as_deref().unwrap_or("unknown");
+    let mut span = Span::start(
+        format!("{} {model}", keys::CHAT),
+        Kind::Client,
+        Some(parent),
+    )
+    .started_at(at);
+    span.set(keys::OPERATION, keys::CHAT);
+    span.set(keys::PROVIDER, api.word());
+    span.set_some(keys::REQUEST_MODEL, asked.model.clone());
+    span
 }
 
 impl Metering {
+    /// Ends the call's `chat` span with what the provider reported.
+    fn end_chat(&self, mut span: Span, model: &str, u: &meter::Usage, ok: bool) {
+        span.set(keys::RESPONSE_MODEL, model.to_owned());
+        span.set(keys::INPUT_TOKENS, u.input as i64);
+        span.set(keys::OUTPUT_TOKENS, u.output as i64);
+        if let Some(reason) = &u.stop_reason {
+            span.set(
+                keys::FINISH_REASONS,
+                opentelemetry::Value::Array(opentelemetry::Array::String(vec![reason
+                    .clone()
+                    .into()])),
+            );
+        }
+        span.set(
+            keys::TIME_TO_FIRST_TOKEN,
+            self.first_byte.as_millis() as i64,
+        );
+        span.set("http.response.status_code", i64::from(self.status));
+        if !ok {
+            span.fail(
+                http_error_type(self.status),
+                format!("the provider answered HTTP {}", self.status),
+            );
+        }
+        span.end_with(&*self.served.record);
+    }
+
     fn finish(&mut self) {
         let Some(meter) = self.meter.take() else {
             return;
@@ -486,6 +571,9 @@ impl Metering {
             (None, false) => (None, false),
         };
         let u = usage.unwrap_or_default();
+        if let Some(span) = self.span.take() {
+            self.end_chat(span, &model, &u, ok);
+        }
         (self.served.record)(TraceEvent::Inference {
             task_id: TaskId::from_wire(&self.task_id),
             turn: self.turn,

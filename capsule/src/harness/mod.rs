@@ -131,6 +131,9 @@ pub struct Attempt<'a> {
     pub guide: &'a Path,
     pub guide_text: &'a str,
     pub max_turns: u32,
+    /// The attempt's `invoke_agent` span: the CLI is handed it as `TRACEPARENT`, and the
+    /// gateway's `chat` spans continue it.
+    pub span: &'a crate::telemetry::SpanContext,
 }
 
 /// What an attempt is given beyond its [`Attempt`]: its model gateway placeholder.
@@ -327,6 +330,10 @@ fn build_spec(
     if let Some(s) = &a.resume {
         env.push(("MURMUR_HARNESS_SESSION".into(), s.into()));
     }
+    // W3C Trace Context for a CLI that continues a trace from its environment.
+    for (name, value) in crate::telemetry::propagation::headers_of(a.span) {
+        env.push((name.to_ascii_uppercase(), value.into()));
+    }
     Some(Spec {
         program: program.clone(),
         args,
@@ -391,7 +398,7 @@ pub async fn run(
     }
     // The attempt's key to the model gateway, dead once the attempt ends.
     let placeholder = match (&session.gateway, &d.preset.route) {
-        (Some(g), Some(_)) => Some(g.admit(a.task_id)),
+        (Some(g), Some(_)) => Some(g.admit(a.task_id, a.span.clone())),
         _ => None,
     };
     let mut spend_stopped = placeholder.as_ref().map(|p| p.stopped.clone());

@@ -22,6 +22,20 @@ pub async fn call_member(
     message: String,
     within: Duration,
 ) -> Result<Value, Refusal> {
+    let span = super::tool_span(session, task, "call-member");
+    let outcome = run(session, task, name, message, within, span.context()).await;
+    super::end_tool(session, span, &outcome);
+    outcome
+}
+
+async fn run(
+    session: &Arc<Session>,
+    task: &TaskId,
+    name: String,
+    message: String,
+    within: Duration,
+    tool: &crate::telemetry::SpanContext,
+) -> Result<Value, Refusal> {
     session.trace.event(TraceEvent::ToolCall {
         task_id: task.clone(),
         call: Tool::CallMember {
@@ -50,7 +64,11 @@ pub async fn call_member(
             ),
         ));
     };
-    let ticket = session.errands.begin(task).map_err(Refusal::errands)?;
+    let ticket = session
+        .errands
+        .begin(task)
+        .map_err(Refusal::errands)?
+        .under(tool);
     // On a task of its own: a caller that goes away cannot cut the call short of its record,
     // nor leave the member's task running.
     let (session, task) = (session.clone(), task.clone());

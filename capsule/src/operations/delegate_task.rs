@@ -26,6 +26,20 @@ pub async fn delegate_task(
     message: String,
     within: std::time::Duration,
 ) -> Result<Value, Refusal> {
+    let span = super::tool_span(session, task, "delegate-task");
+    let outcome = run(session, task, capsule, message, within, span.context()).await;
+    super::end_tool(session, span, &outcome);
+    outcome
+}
+
+async fn run(
+    session: &Arc<Session>,
+    task: &TaskId,
+    capsule: String,
+    message: String,
+    within: std::time::Duration,
+    tool: &crate::telemetry::SpanContext,
+) -> Result<Value, Refusal> {
     session.trace.event(TraceEvent::ToolCall {
         task_id: task.clone(),
         call: Tool::DelegateTask {
@@ -72,7 +86,11 @@ pub async fn delegate_task(
             ),
         ));
     }
-    let ticket = session.errands.begin(task).map_err(Refusal::errands)?;
+    let ticket = session
+        .errands
+        .begin(task)
+        .map_err(Refusal::errands)?
+        .under(tool);
     // On a task of its own: a caller that goes away cannot cut the delegation short of its
     // records, nor leave the child running.
     let (session, task) = (session.clone(), task.clone());

@@ -12,6 +12,13 @@ pub const TOLD: &str = "the task ends without an answer (TASK_STATE_FAILED); exi
 
 /// Marks the task's ending, or refuses: 409 `task_not_running` / `task_ending`.
 pub fn end_without_answer(session: &Session, task: &TaskId, reason: String) -> Result<(), Refusal> {
+    let span = super::tool_span(session, task, "end-without-answer");
+    let outcome = run(session, task, reason);
+    super::end_tool(session, span, &outcome);
+    outcome
+}
+
+fn run(session: &Session, task: &TaskId, reason: String) -> Result<(), Refusal> {
     session.trace.event(TraceEvent::ToolCall {
         task_id: task.clone(),
         call: Tool::EndWithoutAnswer {

@@ -21,6 +21,30 @@ pub use request_input::request_input;
 pub use send_message::{send_message, SendArgs};
 
 use crate::errands::Refused;
+use crate::ids::TaskId;
+use crate::session::Session;
+use crate::telemetry::{keys, Kind, Span};
+
+/// The `execute_tool {tool}` span of one operation, under its task's attempt span: a helper
+/// the harness ran, or a tool the http loop called.
+fn tool_span(session: &Session, task: &TaskId, tool: &'static str) -> Span {
+    let parent = session.errands.span_of(task);
+    let name = format!("{} {tool}", keys::EXECUTE_TOOL);
+    let mut span = Span::start(name, Kind::Internal, parent.as_ref());
+    span.set(keys::OPERATION, keys::EXECUTE_TOOL);
+    span.set(keys::TOOL_NAME, tool);
+    span.set(keys::TOOL_TYPE, "function");
+    span.set(keys::A2A_TASK, task.as_str().to_owned());
+    span
+}
+
+/// Ends an operation's span, failed with the refusal's code when it was refused.
+fn end_tool<T>(session: &Session, mut span: Span, outcome: &Result<T, Refusal>) {
+    if let Err(r) = outcome {
+        span.fail(r.code, r.message.clone());
+    }
+    span.end(&session.trace);
+}
 
 /// Why an operation did not run (or ran without an outcome).
 #[derive(Debug, Clone, PartialEq, Eq)]

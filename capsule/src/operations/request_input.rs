@@ -18,6 +18,18 @@ pub async fn request_input(
     question: String,
     within: Option<Duration>,
 ) -> Result<String, Refusal> {
+    let span = super::tool_span(session, task, "request-input");
+    let outcome = run(session, task, question, within).await;
+    super::end_tool(session, span, &outcome);
+    outcome
+}
+
+async fn run(
+    session: &Session,
+    task: &TaskId,
+    question: String,
+    within: Option<Duration>,
+) -> Result<String, Refusal> {
     session.trace.event(TraceEvent::ToolCall {
         task_id: task.clone(),
         call: Tool::RequestInput {

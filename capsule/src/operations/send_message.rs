@@ -29,13 +29,29 @@ pub async fn send_message(
     task: &TaskId,
     args: SendArgs,
 ) -> Result<Value, Refusal> {
+    let span = super::tool_span(session, task, "send-message");
+    let outcome = run(session, task, args, span.context()).await;
+    super::end_tool(session, span, &outcome);
+    outcome
+}
+
+async fn run(
+    session: &Arc<Session>,
+    task: &TaskId,
+    args: SendArgs,
+    tool: &crate::telemetry::SpanContext,
+) -> Result<Value, Refusal> {
     session.trace.event(TraceEvent::ToolCall {
         task_id: task.clone(),
         call: Tool::SendMessage {
             destination: crate::policy::shown(&args.url),
         },
     });
-    let ticket = session.errands.begin(task).map_err(Refusal::errands)?;
+    let ticket = session
+        .errands
+        .begin(task)
+        .map_err(Refusal::errands)?
+        .under(tool);
     // On a task of its own: a caller that goes away cannot cut the call short of its record.
     let (session, task) = (session.clone(), task.clone());
     let sending = tokio::spawn(async move {

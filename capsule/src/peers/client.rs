@@ -47,6 +47,8 @@ pub struct PeerDoor {
     /// `member:<self>`'s token on a formation member's door. A secret: never traced or logged,
     /// and not printed by `Debug`.
     token: Option<String>,
+    /// `traceparent` (and `tracestate`) of the span the call is made under.
+    trace: Vec<(&'static str, String)>,
 }
 
 impl fmt::Debug for PeerDoor {
@@ -96,7 +98,17 @@ impl fmt::Display for Failure {
 
 impl PeerDoor {
     pub fn new(allowed: Allowed, token: Option<String>) -> PeerDoor {
-        PeerDoor { allowed, token }
+        PeerDoor {
+            allowed,
+            token,
+            trace: Vec::new(),
+        }
+    }
+
+    /// The same door, each request carrying `span` as its W3C parent.
+    pub fn traced(mut self, span: &crate::telemetry::SpanContext) -> PeerDoor {
+        self.trace = crate::telemetry::propagation::headers_of(span);
+        self
     }
 
     /// `host:port`: how the trace names the door.
@@ -198,6 +210,9 @@ impl PeerDoor {
         };
         if let Some(token) = &self.token {
             req = req.header(hyper::header::AUTHORIZATION, format!("Bearer {token}"));
+        }
+        for (name, value) in &self.trace {
+            req = req.header(*name, value.as_str());
         }
         let req = req
             .body(Full::new(Bytes::from(body.to_string())))

@@ -16,6 +16,7 @@ use crate::ids::TaskId;
 use crate::policy;
 use crate::session::Session;
 use crate::tasks::TaskState;
+use crate::telemetry::{keys, Kind, Span};
 use crate::trace::{CallStatus, TraceEvent};
 use crate::wiring::Callee;
 
@@ -65,6 +66,14 @@ pub async fn call(
     mut ticket: Ticket,
 ) -> Called {
     let began = Instant::now();
+    let mut span = Span::start(
+        format!("call-member {member}"),
+        Kind::Client,
+        Some(&ticket.span),
+    );
+    span.set(keys::A2A_METHOD, "SendMessage");
+    span.set(keys::CALLED_MEMBER, member.to_owned());
+    span.set(keys::SERVER_ADDRESS, policy::shown(&callee.url));
     let called = match policy::check(&session.allow, &callee.url) {
         // The wiring's own callee is on the list by construction; a refusal means the wiring
         // and the list disagree, and nothing is sent either way.
@@ -77,7 +86,7 @@ pub async fn call(
             unanswered(member, CallStatus::Unreachable, None, refusal.reason)
         }
         Ok(allowed) => {
-            let door = PeerDoor::new(allowed, Some(callee.token.clone()));
+            let door = PeerDoor::new(allowed, Some(callee.token.clone())).traced(span.context());
             let exchange = Exchange {
                 trace: &session.trace,
                 door: &door,
@@ -99,6 +108,14 @@ pub async fn call(
             judge(member, ending, within, ticket.stop.was_canceled())
         }
     };
+    span.set(keys::CALL_STATUS, called.status.as_str());
+    span.set_some(keys::A2A_TASK, called.task_id.clone());
+    span.set_some(keys::CONVERSATION, called.context_id.clone());
+    if called.status != CallStatus::Completed {
+        let why = called.reason.clone().unwrap_or_default();
+        span.fail(called.status.as_str(), why);
+    }
+    span.end(&session.trace);
     session.trace.event(TraceEvent::MemberCall {
         member: member.to_owned(),
         status: called.status,

@@ -15,6 +15,7 @@ use crate::errands::Ticket;
 use crate::ids::TaskId;
 use crate::policy::{self, Target};
 use crate::session::Session;
+use crate::telemetry::{keys, Kind, Span, SpanContext};
 use crate::trace::TraceEvent;
 
 /// What the harness asked to send.
@@ -78,12 +79,42 @@ impl NotDelivered {
     }
 }
 
-/// Sends for the task `caller`; answers the peer's task as it settled.
+/// Sends for the task `caller`; answers the peer's task as it settled. The call is one CLIENT
+/// span, `send-message {host:port}`, under the ticket's span.
 pub async fn send(
     session: &Session,
     caller: &TaskId,
     out: Outbound<'_>,
+    ticket: Ticket,
+) -> Result<Value, NotDelivered> {
+    let shown = policy::shown(out.url);
+    let name = format!("send-message {shown}");
+    let mut span = Span::start(name, Kind::Client, Some(&ticket.span));
+    span.set(keys::A2A_METHOD, "SendMessage");
+    span.set(keys::SERVER_ADDRESS, shown);
+    let under = span.context().clone();
+    let sent = send_under(session, caller, out, ticket, &under).await;
+    match &sent {
+        Ok(task) => {
+            span.set_some(keys::A2A_TASK, text_of(task, "id"));
+            span.set_some(keys::CONVERSATION, text_of(task, "contextId"));
+            span.set_some(
+                keys::A2A_STATE,
+                super::exchange::state_of(task).map(|s| s.wire()),
+            );
+        }
+        Err(not) => span.fail(not.code(), not.message().to_owned()),
+    }
+    span.end(&session.trace);
+    sent
+}
+
+async fn send_under(
+    session: &Session,
+    caller: &TaskId,
+    out: Outbound<'_>,
     mut ticket: Ticket,
+    under: &SpanContext,
 ) -> Result<Value, NotDelivered> {
     let allowed = match policy::check(&session.allow, out.url) {
         Ok(allowed) => allowed,
@@ -97,7 +128,7 @@ pub async fn send(
         }
     };
     let token = member_token(session, allowed.target());
-    let door = PeerDoor::new(allowed, token);
+    let door = PeerDoor::new(allowed, token).traced(under);
     let peer = door.peer_url();
     let exchange = Exchange {
         trace: &session.trace,

@@ -242,7 +242,10 @@ fn running_task(session: &Session) -> (TaskId, watch::Sender<bool>) {
     assert_eq!(started, id);
     // The errands watch a cancel switch of the test's own; the registry's is not needed here.
     let (cancel, canceled) = watch::channel(false);
-    let _ = session.errands.open(&id, Trust::Trusted, canceled);
+    let span = crate::telemetry::Span::start("t", crate::telemetry::Kind::Internal, None);
+    let _ = session
+        .errands
+        .open(&id, Trust::Trusted, canceled, span.context().clone());
     (id, cancel)
 }
 

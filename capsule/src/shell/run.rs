@@ -473,6 +473,7 @@ fn tell_result(session: &Session, command: &Command, ended: &Ended) {
         // What a command printed is not the user's word.
         trust: Trust::Untrusted,
         images: Vec::new(),
+        parent: None,
     };
     session.admit(
         Some(command.context_id.clone()),

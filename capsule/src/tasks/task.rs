@@ -78,6 +78,10 @@ pub struct TaskInput {
     /// The message's image parts (media type, bytes), in part order, as the door checked them
     /// against `context.images`; only an http capsule takes any.
     pub images: Vec<(String, Vec<u8>)>,
+    /// The span the task's attempt runs under: the door's span of the message that started it
+    /// (itself continuing the caller's `traceparent`), a shell command's, or none for the
+    /// launch's own task, which starts its trace.
+    pub parent: Option<crate::telemetry::SpanContext>,
 }
 
 impl TaskInput {

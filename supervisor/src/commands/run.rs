@@ -132,6 +132,9 @@ pub async fn run(args: RunArgs) -> CliResult<i32> {
             text: task_text(t)?,
             context_id: args.context.clone(),
             forget_session: args.forget_session,
+            // `mur run` inside a traced job (a CI step, a harness) continues its trace.
+            traceparent: std::env::var("TRACEPARENT").ok(),
+            tracestate: std::env::var("TRACESTATE").ok(),
         }),
         None => None,
     };

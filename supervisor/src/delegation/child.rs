@@ -32,6 +32,8 @@ pub struct Request {
     pub manifest: PathBuf,
     pub text: String,
     pub completion_token: Option<String>,
+    /// The delegating span: the child's launch task and its completion continue it.
+    pub traceparent: Option<String>,
 }
 
 /// `run/<session>.completion`: a sub-capsule's completion token, beside its token file.
@@ -95,6 +97,7 @@ pub async fn start(service: &Arc<Service>, parent: &Parent, req: Request) -> Res
         session_id: parent.session_id.clone(),
         delegation_id: req.delegation_id.clone(),
         token: req.completion_token,
+        traceparent: req.traceparent.clone(),
     };
     // The token travels in a 0600 file, never in the environment the config rides in.
     let token_file = match &target.token {
@@ -117,6 +120,8 @@ pub async fn start(service: &Arc<Service>, parent: &Parent, req: Request) -> Res
             text: req.text,
             context_id: None,
             forget_session: false,
+            traceparent: req.traceparent,
+            tracestate: None,
         }),
         tokens: tokens::digests(&minted),
         containment: service.containment.clone(),

@@ -143,12 +143,14 @@ impl Service {
                 manifest,
                 text,
                 completion_token,
+                traceparent,
             } => {
                 let request = child::Request {
                     delegation_id,
                     manifest,
                     text,
                     completion_token,
+                    traceparent,
                 };
                 match child::start(self, parent, request).await {
                     Ok(started) => Outcome::Started(started),

@@ -68,6 +68,7 @@ fn admit_task(
         forget_session: msg.forget_session,
         trust,
         images: std::mem::take(&mut msg.images),
+        parent: req.parent.clone(),
     };
     let admission = door
         .session

@@ -294,6 +294,17 @@ pub enum TraceEvent {
     TraceRecordsLost {
         lost: u64,
     },
+    /// One ended span (`crate::telemetry`): what `mur trace show --otlp` turns into OTLP, with
+    /// the ids the collector got. Never holds message content.
+    Span(Box<crate::telemetry::SpanRecord>),
+    /// Spans the exporter could not deliver: the first drop, then the session's total at its
+    /// end. The task went on either way.
+    SpansDropped {
+        dropped: u64,
+        reason: String,
+        /// Where spans were being sent.
+        endpoint: String,
+    },
     /// Written by the supervisor into the trace of a formation member that died unexpectedly,
     /// after a `task_failed` and `task_end` for each task it left unfinished.
     CapsuleDied {
@@ -586,6 +597,8 @@ impl TraceEvent {
             TraceEvent::CompletionReceived { .. } => "completion_received",
             TraceEvent::DeliveryError { .. } => "delivery_error",
             TraceEvent::TraceRecordsLost { .. } => "trace_records_lost",
+            TraceEvent::Span(_) => "span",
+            TraceEvent::SpansDropped { .. } => "spans_dropped",
             TraceEvent::CapsuleDied { .. } => "capsule_died",
             TraceEvent::MemberRestarted { .. } => "member_restarted",
         }

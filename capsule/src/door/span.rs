@@ -1,0 +1,113 @@
+//! The SERVER span of each JSON-RPC request the door answers (docs/telemetry.md): named after
+//! the method, continuing the caller's `traceparent`, with the task it answered about. A method
+//! that starts a task (SendMessage, SendStreamingMessage) is always spanned and written to the
+//! trace, since its task's attempt runs under it; the others only when a collector is
+//! configured, so a poll costs nothing otherwise.
+
+use serde_json::Value;
+
+use super::check::Inbound;
+use super::method::Method;
+use super::Answer;
+use crate::telemetry::{self, keys, Kind, Span};
+
+/// The span for `req`, when it gets one.
+pub fn open(req: &Inbound) -> Option<Span> {
+    let method = req.method?;
+    let starts_tasks = matches!(method, Method::SendMessage | Method::SendStreamingMessage);
+    if !starts_tasks && !telemetry::exporting() {
+        return None;
+    }
+    let parent = telemetry::propagation::extract(&req.headers);
+    let mut span = Span::start(method.name(), Kind::Server, parent.as_ref());
+    if !starts_tasks {
+        span = span.export_only();
+    }
+    span.set(keys::A2A_METHOD, method.name());
+    span.set(keys::A2A_VERSION, "1.0");
+    if let Some(Value::String(id)) = req.params.get("id") {
+        span.set(keys::A2A_TASK, id.clone());
+    }
+    Some(span)
+}
+
+/// Closes `span` with what `answer` says of its task, or its error.
+pub fn close(mut span: Span, answer: &Answer, trace: &crate::trace::Trace) {
+    match answer {
+        Answer::Result(v, _) => {
+            let task = v.get("task").unwrap_or(v);
+            if let Some(id) = task.get("id").and_then(Value::as_str) {
+                span.set(keys::A2A_TASK, id.to_owned());
+            }
+            if let Some(ctx) = task.get("contextId").and_then(Value::as_str) {
+                span.set(keys::CONVERSATION, ctx.to_owned());
+            }
+            if let Some(state) = task["status"]["state"].as_str() {
+                span.set(keys::A2A_STATE, state.to_owned());
+            }
+        }
+        Answer::Text(text, _) => {
+            if let Some(state) = state_in(text) {
+                span.set(keys::A2A_STATE, state);
+            }
+        }
+        Answer::Error(e) => span.fail(
+            error_type(e.code()),
+            e.to_json()["message"].as_str().unwrap_or_default(),
+        ),
+        Answer::Stream(..) => {}
+    }
+    span.end(trace);
+}
+
+/// The JSON-RPC code as the conventions' `error.type`.
+fn error_type(code: i64) -> &'static str {
+    const CODES: [(i64, &str); 13] = [
+        (-32700, "-32700"),
+        (-32600, "-32600"),
+        (-32601, "-32601"),
+        (-32602, "-32602"),
+        (-32603, "-32603"),
+        (-32001, "-32001"),
+        (-32002, "-32002"),
+        (-32003, "-32003"),
+        (-32004, "-32004"),
+        (-32005, "-32005"),
+        (-32009, "-32009"),
+        (-31001, "-31001"),
+        (-31002, "-31002"),
+    ];
+    CODES
+        .iter()
+        .find(|(c, _)| *c == code)
+        .map(|(_, w)| *w)
+        .unwrap_or("_OTHER")
+}
+
+/// The first task state a rendered task names (GetTask's answer is text, not a value).
+fn state_in(text: &[u8]) -> Option<String> {
+    const KEY: &[u8] = b"\"state\":\"";
+    let at = memchr::memmem::find(text, KEY)? + KEY.len();
+    let len = memchr::memchr(b'"', &text[at..])?;
+    std::str::from_utf8(&text[at..at + len])
+        .ok()
+        .map(str::to_owned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rendered_task_names_its_state() {
+        let text = br#"{"id":"tsk_1","contextId":"ctx_1","status":{"state":"TASK_STATE_WORKING"}}"#;
+        assert_eq!(state_in(text).as_deref(), Some("TASK_STATE_WORKING"));
+        assert_eq!(state_in(b"{}"), None);
+    }
+
+    #[test]
+    fn every_door_error_code_has_its_error_type() {
+        assert_eq!(error_type(-32001), "-32001");
+        assert_eq!(error_type(1), "_OTHER");
+    }
+}
