@@ -6,6 +6,7 @@
 //! it).
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use base64::Engine;
 use serde_json::{json, Value};
@@ -13,9 +14,12 @@ use tokio::sync::watch;
 
 use super::tools::{self, Stops};
 use crate::ids::TaskId;
-use crate::inference::{Block, CallError, Delta, Driver, Msg, Request, Role, Stop, ToolCall};
+use crate::inference::{
+    Block, CallError, Delta, Driver, Msg, Reply, Request, Role, Stop, ToolCall,
+};
 use crate::session::Session;
 use crate::tasks::TaskInput;
+use crate::telemetry::{keys, KeyValue, Kind, Span};
 use crate::trace::{Interrupted, TraceEvent};
 
 /// What the model is told when a reply was cut at `max_tokens` with turns left.
@@ -70,6 +74,32 @@ impl std::fmt::Display for Cause {
     }
 }
 
+/// The `chat {model}` span of one provider call, under the task's `invoke_agent`.
+fn chat_span(session: &Session, agent: &HttpAgent, task: &TaskId) -> Span {
+    let parent = session.errands.span_of(task);
+    let name = format!("{} {}", keys::CHAT, agent.model);
+    let mut span = Span::start(name, Kind::Client, parent.as_ref());
+    span.set(keys::OPERATION, keys::CHAT);
+    span.set(keys::PROVIDER, agent.driver.provider.word());
+    span.set(keys::REQUEST_MODEL, agent.model.clone());
+    span
+}
+
+/// Ends a call's span with the provider's usage and how soon its first token came.
+fn end_chat(session: &Session, mut span: Span, reply: &Reply, first: Option<Duration>) {
+    span.set(keys::INPUT_TOKENS, reply.usage.input_tokens as i64);
+    span.set(keys::OUTPUT_TOKENS, reply.usage.output_tokens as i64);
+    let reason = opentelemetry::StringValue::from(stop_word(&reply.stop));
+    span.set(
+        keys::FINISH_REASONS,
+        opentelemetry::Value::Array(opentelemetry::Array::String(vec![reason])),
+    );
+    if let Some(first) = first {
+        span.set(keys::TIME_TO_FIRST_TOKEN, first.as_millis() as i64);
+    }
+    span.end(&session.trace);
+}
+
 /// How the loop ended.
 pub enum Ending {
     Answer(String),
@@ -114,7 +144,17 @@ pub async fn run(
             tools: &specs,
         };
         // The same ceilings a harness's calls meet at the gateway (`gateway::spend`).
+        let mut span = chat_span(session, agent, task);
         if let Err(stop) = session.spend.check(task.as_str(), Some(&agent.model)) {
+            span.event(
+                keys::EV_SPEND_CEILING,
+                vec![
+                    KeyValue::new("murmur.spend.scope", stop.scope.word()),
+                    KeyValue::new("murmur.spend.key", stop.key.clone()),
+                ],
+            );
+            span.fail("spend_ceiling", stop.sentence.clone());
+            span.end(&session.trace);
             session.trace.event(TraceEvent::SpendCeiling {
                 task_id: task.clone(),
                 scope: stop.scope.word(),
@@ -128,16 +168,31 @@ pub async fn run(
             .events
             .working_note(task.as_str(), context_id, &format!("inference turn {turn}"));
         let mut frames = Frames::new(session, task, context_id, turn);
-        let mut on = |d: Delta<'_>| frames.send(d);
+        let (asked, mut first) = (Instant::now(), None);
+        let mut on = |d: Delta<'_>| {
+            first.get_or_insert_with(|| asked.elapsed());
+            frames.send(d)
+        };
         let reply = tokio::select! {
             r = agent.driver.call(&req, &mut on) => r,
             // Dropping the call drops its connection: the provider stops there.
-            _ = canceled.wait_for(|c| *c) => return (Ending::Canceled(Interrupted::Inference), turn),
+            _ = canceled.wait_for(|c| *c) => {
+                span.event(keys::EV_CANCELED, vec![]);
+                span.fail("canceled", "the task was canceled while the provider answered");
+                span.end(&session.trace);
+                return (Ending::Canceled(Interrupted::Inference), turn);
+            }
         };
         let reply = match reply {
             Ok(r) => r,
-            Err(e) => return (Ending::Failed(Cause::Inference(e)), turn),
+            Err(e) => {
+                span.fail("inference_error", e.to_string());
+                span.end(&session.trace);
+                return (Ending::Failed(Cause::Inference(e)), turn);
+            }
         };
+        span.set(keys::RESPONSE_MODEL, agent.model.clone());
+        end_chat(session, span, &reply, first);
         session.trace.event(TraceEvent::Inference {
             task_id: task.clone(),
             turn,

@@ -143,7 +143,13 @@ pub async fn run(
         };
     if name == crate::shell::TOOL {
         if let Some(shell) = shell {
-            return match crate::shell::tool(session, shell, call, &given).await {
+            let mut span = operations::tool_span(session, task, crate::shell::TOOL);
+            let ran = crate::shell::tool(session, shell, call, &given).await;
+            if let Err((code, message)) = &ran {
+                span.fail(code, message.clone());
+            }
+            span.end(&session.trace);
+            return match ran {
                 Ok(v) => ok(v),
                 Err((code, message)) => err(json!({"error": code, "message": message}).to_string()),
             };

@@ -60,6 +60,14 @@ pub async fn serve(mut conn: TcpStream, session: &Session, task: &str, admitted:
                 Ok(t) => (t.host().to_owned(), t.port()),
                 Err(_) => (head.target.clone(), 0),
             };
+            session.errands.note(
+                &TaskId::from_wire(task),
+                crate::telemetry::keys::EV_EGRESS_DENIED,
+                vec![
+                    crate::telemetry::KeyValue::new("server.address", host.clone()),
+                    crate::telemetry::KeyValue::new("server.port", i64::from(port)),
+                ],
+            );
             session.trace.event(TraceEvent::EgressDenied {
                 task_id: TaskId::from_wire(task),
                 host: host.clone(),

@@ -26,8 +26,8 @@ use crate::session::Session;
 use crate::telemetry::{keys, Kind, Span};
 
 /// The `execute_tool {tool}` span of one operation, under its task's attempt span: a helper
-/// the harness ran, or a tool the http loop called.
-fn tool_span(session: &Session, task: &TaskId, tool: &'static str) -> Span {
+/// the harness ran, or a tool the http loop called (the `bash` tool's too).
+pub fn tool_span(session: &Session, task: &TaskId, tool: &'static str) -> Span {
     let parent = session.errands.span_of(task);
     let name = format!("{} {tool}", keys::EXECUTE_TOOL);
     let mut span = Span::start(name, Kind::Internal, parent.as_ref());
