@@ -37,12 +37,13 @@ pub(super) struct Walls {
 }
 
 /// Of a task's environment, what a keeper made ready before it may hold: all but the
-/// `MURMUR_` variables, which name the task (its token among them). The init swaps it for the
+/// `MURMUR_` variables, which name the task (its token among them), and `TRACEPARENT` /
+/// `TRACESTATE`, which name its span. The init swaps it for the
 /// task's whole environment at hand-over; this much is what `/proc/1/environ` shows in the
 /// namespace, as the same variables did before.
 pub(super) fn between_tasks(env: &[(String, OsString)]) -> Vec<(String, OsString)> {
     env.iter()
-        .filter(|(k, _)| !k.starts_with("MURMUR_"))
+        .filter(|(k, _)| !k.starts_with("MURMUR_") && k != "TRACEPARENT" && k != "TRACESTATE")
         .cloned()
         .collect()
 }
@@ -181,6 +182,24 @@ impl Order {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_ready_keeper_holds_nothing_that_names_a_task() {
+        let env = |pairs: &[&str]| -> Vec<(String, OsString)> {
+            pairs
+                .iter()
+                .map(|k| (k.to_string(), OsString::from("v")))
+                .collect()
+        };
+        let task = env(&[
+            "PATH",
+            "MURMUR_TASK_TOKEN",
+            "TRACEPARENT",
+            "TRACESTATE",
+            "HOME",
+        ]);
+        assert_eq!(between_tasks(&task), env(&["PATH", "HOME"]));
+    }
 
     #[test]
     fn orders_round_trip() {
