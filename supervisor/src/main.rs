@@ -205,6 +205,10 @@ enum TraceCmd {
         /// Every member's trace of the addressed member's formation, interleaved by time
         #[arg(long)]
         formation: bool,
+        /// Write the session's spans (its formation's and sub-capsules' too) to FILE as OTLP
+        /// JSON, for a collector (docs/telemetry.md)
+        #[arg(long, value_name = "FILE", conflicts_with = "formation")]
+        otlp: Option<PathBuf>,
     },
 }
 
@@ -316,8 +320,12 @@ async fn dispatch(cmd: Cmd) -> CliResult<i32> {
                     address,
                     workdir,
                     formation,
+                    otlp,
                 },
-        } => commands::trace::run(address.as_deref(), workdir.as_deref(), formation),
+        } => match otlp {
+            Some(out) => commands::trace::otlp(address.as_deref(), workdir.as_deref(), &out),
+            None => commands::trace::run(address.as_deref(), workdir.as_deref(), formation),
+        },
         Cmd::RequestInput { question } => {
             commands::helpers::request_input(&question.join(" ")).await
         }

@@ -31,8 +31,20 @@ pub fn open(req: &Inbound) -> Option<Span> {
     Some(span)
 }
 
-/// Closes `span` with what `answer` says of its task, or its error.
+/// Closes `span` with what `answer` says of its task, or its error. Only a message that took a
+/// task (or answered one) is written to the trace: a refusal writes no trace record, as
+/// before, so a caller cannot fill the file with refused requests; it is still exported.
 pub fn close(mut span: Span, answer: &Answer, trace: &crate::trace::Trace) {
+    let took = match answer {
+        Answer::Result(v, _) => {
+            v.get("task").unwrap_or(v)["status"]["state"] != "TASK_STATE_REJECTED"
+        }
+        Answer::Stream(..) => true,
+        Answer::Text(..) | Answer::Error(_) => false,
+    };
+    if !took {
+        span = span.export_only();
+    }
     match answer {
         Answer::Result(v, _) => {
             let task = v.get("task").unwrap_or(v);

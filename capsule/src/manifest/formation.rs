@@ -34,6 +34,8 @@ pub struct Formation {
     /// The top-level `spend:` beside `formation:`: ceilings on every member and sub-capsule
     /// together, and prices they all use.
     pub spend: Box<super::SpendPolicy>,
+    /// The top-level `telemetry:` beside `formation:`: where every member's spans go.
+    pub telemetry: super::telemetry::Telemetry,
 }
 
 /// `formation.on_member_failure`.
@@ -139,7 +141,11 @@ pub fn read(
     let dir = path
         .parent()
         .map_or_else(|| PathBuf::from("/"), Path::to_path_buf);
-    let top = r.mapping(Some(root), &KeyPath::default(), &["formation", "spend"])?;
+    let top = r.mapping(
+        Some(root),
+        &KeyPath::default(),
+        &["formation", "spend", "telemetry"],
+    )?;
     let fpath = top.path("formation");
     let keys = ["name", "version", "entry", "members", "on_member_failure"];
     let f = r.mapping(top.get("formation"), &fpath, &keys)?;
@@ -264,6 +270,7 @@ pub fn read(
         &top.path("spend"),
         None,
     )?);
+    let telemetry = super::telemetry::read(r, top.get("telemetry"), &top.path("telemetry"))?;
     Ok(Formation {
         path,
         dir,
@@ -273,6 +280,7 @@ pub fn read(
         members,
         on_member_failure,
         spend,
+        telemetry,
     })
 }
 

@@ -28,6 +28,7 @@ pub mod paths;
 pub mod reader;
 pub mod spend;
 pub mod suggest;
+pub mod telemetry;
 pub mod validate;
 
 #[cfg(test)]

@@ -117,8 +117,31 @@ fn workdir(dir: Option<&Path>) -> CliResult<PathBuf> {
         })
 }
 
+/// The formation's `telemetry:` block, as the OpenTelemetry variables `mur run`'s environment
+/// leaves unset: every capsule and sub-capsule of the launch inherits them (docs/telemetry.md).
+/// Then the settings in force are checked once, so a wrong endpoint stops the launch here
+/// rather than each capsule at its start. Sound to set: `mur run`'s runtime is one thread, and
+/// nothing has been started yet.
+fn telemetry_from(plan: &Plan) -> CliResult<()> {
+    if let Some(f) = &plan.formation {
+        for (name, value) in f.telemetry.unset_in(|k| std::env::var(k).ok()) {
+            std::env::set_var(name, value);
+        }
+    }
+    capsule::telemetry::config::from(|k| std::env::var(k).ok())
+        .map(|_| ())
+        .map_err(|why| {
+            CliError::new(
+                Code::BadArgument,
+                why,
+                "fix the variable (or the formation's telemetry block), or unset it",
+            )
+        })
+}
+
 pub async fn run(args: RunArgs) -> CliResult<i32> {
     let plan = Plan::runnable(&args.manifest)?;
+    telemetry_from(&plan)?;
     // Every capsule reads the daily ceilings; one that does not read stops the launch here,
     // before anything starts, rather than each capsule at its start.
     capsule::gateway::DailyCeiling::from_env()

@@ -1,4 +1,4 @@
-//! `mur trace show [ADDRESS] [--workdir D] [--formation]`: which trace the address names
+//! `mur trace show [ADDRESS] [--workdir D] [--formation | --otlp FILE]`: which trace the address names
 //! (addresses count among the recorded sessions of the folder), then its text from
 //! [`crate::trace`].
 
@@ -42,13 +42,27 @@ fn trace_path(address: Option<&str>, workdir: &Path) -> CliResult<PathBuf> {
     Ok(dir.join("trace.jsonl"))
 }
 
-pub fn run(address: Option<&str>, workdir: Option<&Path>, formation: bool) -> CliResult<i32> {
+fn cwd_of(workdir: Option<&Path>) -> PathBuf {
     let cwd = match workdir {
         Some(w) => w.to_path_buf(),
         None => std::env::current_dir().unwrap_or_default(),
     };
-    let cwd = cwd.canonicalize().unwrap_or(cwd);
-    let path = trace_path(address, &cwd)?;
+    cwd.canonicalize().unwrap_or(cwd)
+}
+
+/// `--otlp FILE`: the session's spans as OTLP JSON.
+pub fn otlp(address: Option<&str>, workdir: Option<&Path>, out: &Path) -> CliResult<i32> {
+    let path = trace_path(address, &cwd_of(workdir))?;
+    let (spans, sessions) = trace::otlp::write(&path, out)?;
+    super::emit(&format!(
+        "wrote {spans} spans of {sessions} session(s) to {}\n",
+        terminal::field(&out.display().to_string())
+    ));
+    Ok(0)
+}
+
+pub fn run(address: Option<&str>, workdir: Option<&Path>, formation: bool) -> CliResult<i32> {
+    let path = trace_path(address, &cwd_of(workdir))?;
     if formation {
         super::emit(&terminal::shown(&trace::formation::view(&path)?));
         return Ok(0);

@@ -31,6 +31,8 @@ pub struct FormationInfo {
     pub on_member_failure: OnMemberFailure,
     /// The formation's `spend:` block.
     pub spend: capsule::manifest::SpendPolicy,
+    /// The formation's `telemetry:` block.
+    pub telemetry: capsule::manifest::telemetry::Telemetry,
 }
 
 pub struct Plan {
@@ -93,6 +95,7 @@ impl Plan {
                         version: f.version,
                         on_member_failure: f.on_member_failure,
                         spend: *f.spend,
+                        telemetry: f.telemetry,
                     }),
                     members,
                     entry,

@@ -3,6 +3,7 @@
 //! by time. Read by `mur trace show` and by `mur top`'s trace pane, so both say the same.
 
 pub mod formation;
+pub mod otlp;
 mod spend;
 
 use std::path::Path;
