@@ -20,6 +20,11 @@ pinned version is already there), so a repeated run is fast:
   extra, into its own venv at target/interop-clients/adk-venv made by this interpreter's
   `venv`: ADK resolves its own a2a-sdk (pinned beside it) and some thirty other packages, which
   must not move the system interpreter's a2a-sdk pin (tests/interop_adk.rs).
+- the OpenTelemetry protocol's Python bindings `opentelemetry-proto` 1.45.2 (the newest 1.x on
+  PyPI when it was pinned) with the `protobuf` 7.36.2 they parse with, with pip, for this
+  interpreter: tests/otel/receiver.py decodes the OTLP/HTTP trace exports `mur` sends with them
+  (tests/support/otlp.rs). Both ranges hold beside the a2a-sdk pin (a2a-sdk 1.3.0 wants
+  protobuf>=5.29.5, opentelemetry-proto 1.45.2 protobuf>=5.0,<8.0), so no venv of its own.
 
 A client that cannot be installed (no registry, no node, a failed build) does not stop the run:
 its reason is written to target/interop-clients/<client>.unavailable and printed, and its test
@@ -228,6 +233,41 @@ def install_openai_sdk() -> None:
     available("openai", started, True)
 
 
+# The OpenTelemetry protocol's official Python bindings: tests/otel/receiver.py, the collector the
+# OTLP export tests send to, parses each ExportTraceServiceRequest with them. protobuf is pinned
+# beside them (the release pip resolves for both pins together), so a new protobuf cannot change
+# what parses murmur's bytes; it lies in the a2a-sdk pin's range too (protobuf>=5.29.5).
+OTEL_PROTO = ("opentelemetry-proto", "1.45.2")
+OTEL_PROTOBUF = ("protobuf", "7.36.2")
+
+
+def otel_proto_installed() -> bool:
+    """Whether this interpreter holds both pins (metadata only, so a repeated run is fast)."""
+    try:
+        from importlib.metadata import version
+        return all(version(name) == pinned for name, pinned in (OTEL_PROTO, OTEL_PROTOBUF))
+    except Exception:
+        return False
+
+
+def install_otel_proto() -> None:
+    """The pinned opentelemetry-proto and protobuf, into this interpreter's site-packages; the
+    receiver's module must then import."""
+    started = time.monotonic()
+    if otel_proto_installed():
+        return available("opentelemetry-proto", started, False)
+    why = run([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+               "==".join(OTEL_PROTO), "==".join(OTEL_PROTOBUF)])
+    why = why or run([sys.executable, "-c",
+                      "from opentelemetry.proto.collector.trace.v1 import trace_service_pb2"])
+    if why:
+        return unavailable("opentelemetry-proto", why)
+    if not otel_proto_installed():
+        return unavailable("opentelemetry-proto", f"this interpreter does not hold {OTEL_PROTO[0]} "
+                           f"{OTEL_PROTO[1]} with {OTEL_PROTOBUF[0]} {OTEL_PROTOBUF[1]} after pip install")
+    available("opentelemetry-proto", started, True)
+
+
 # kubernetes-validate checks the objects `mur render` writes against Kubernetes's OpenAPI
 # schemas (tests/render.rs). The render test fails, naming this script, when it is missing.
 KUBERNETES_VALIDATE = ("kubernetes-validate", "1.37.0")
@@ -294,6 +334,7 @@ if __name__ == "__main__":
     install_agent_clis()
     install_a2acli()
     install_adk()
+    install_otel_proto()
     install_kubernetes_validate()
     install_podman()
     install_tmux()
