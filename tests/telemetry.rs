@@ -718,3 +718,66 @@ fn a_wrong_endpoint_stops_the_launch_saying_which_setting() {
         )
     );
 }
+
+#[test]
+fn a_members_restart_is_a_failed_span_with_its_event() {
+    if !otlp::usable() {
+        return;
+    }
+    let receiver = Receiver::start(200);
+    let home = Home::new();
+    let worker = home.write("worker/murmur.yaml", &Fixture::default().yaml());
+    let formation = home.write(
+        "f/formation.yaml",
+        &format!(
+            "formation:\n  name: up\n  version: \"0.1.0\"\n  entry: lead\n  members:\n    lead: {{ manifest: {w} }}\n    coder:\n      manifest: {w}\n      restart: on_failure\n",
+            w = worker.display()
+        ),
+    );
+    let env = [("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint())];
+    let (mut run, members) = Launch::start_formation_env(&home, &formation, &[], &env);
+    let coder = &members.iter().find(|m| m.name == "coder").unwrap().session;
+    let record = home.home.join("run").join(format!("{coder}.json"));
+    let pid_of = || -> u32 {
+        let text = std::fs::read_to_string(&record).unwrap_or_default();
+        serde_json::from_str::<Value>(&text)
+            .ok()
+            .and_then(|r| r["pid"].as_u64())
+            .unwrap_or(0) as u32
+    };
+    let first = pid_of();
+    signal(first, 9);
+    assert!(
+        wait_until(LONG, || {
+            let pid = pid_of();
+            pid != 0 && pid != first && alive(pid)
+        }),
+        "the coder was not started again"
+    );
+    let spans = receiver.wait_for("the restart's span", LONG, |spans| {
+        spans.iter().any(|s| s.name == "restart coder")
+    });
+    let restart = spans.iter().find(|s| s.name == "restart coder").unwrap();
+    assert_eq!(restart.attr_str("error.type"), Some("capsule_died"));
+    assert_eq!(restart.status.code, "STATUS_CODE_ERROR");
+    assert_eq!(
+        restart.status.message,
+        "member coder exited with status 137; restart 1"
+    );
+    assert_eq!(restart.attr_str("murmur.member"), Some("coder"));
+    assert_eq!(restart.events[0].name, "murmur.member.restarted");
+    assert_eq!(restart.events[0].attributes["murmur.restart.attempt"], 1);
+    assert_eq!(restart.events[0].attributes["murmur.exit_code"], 137);
+    // The member's trace holds the same span, before its member_restarted record.
+    let trace = home.trace(coder);
+    let at = |t: &str, name: Option<&str>| {
+        trace
+            .iter()
+            .position(|e| e["event_type"] == t && name.is_none_or(|n| e["name"] == n))
+            .unwrap_or_else(|| panic!("no {t}"))
+    };
+    assert!(at("span", Some("restart coder")) < at("member_restarted", None));
+    signal(run.pid(), 15);
+    assert_eq!(run.wait_exit(LONG), Some(0));
+    assert_nothing_left(&home, LONG);
+}

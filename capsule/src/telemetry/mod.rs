@@ -69,11 +69,13 @@ fn resource(who: &Identity<'_>) -> Resource {
         .filter(|s| !s.trim().is_empty())
         .unwrap_or_else(|| config::DEFAULT_SERVICE.to_owned());
     let mut attributes = vec![
-        KeyValue::new(keys::SESSION_ID, who.session_id.to_owned()),
         KeyValue::new(keys::CAPSULE, who.capsule.to_owned()),
         KeyValue::new("process.pid", i64::from(std::process::id())),
         KeyValue::new("service.version", env!("CARGO_PKG_VERSION")),
     ];
+    if !who.session_id.is_empty() {
+        attributes.push(KeyValue::new(keys::SESSION_ID, who.session_id.to_owned()));
+    }
     if let Some((formation, member)) = who.formation {
         attributes.push(KeyValue::new(keys::FORMATION, formation.to_owned()));
         attributes.push(KeyValue::new(keys::MEMBER, member.to_owned()));

@@ -128,7 +128,17 @@ fn telemetry_from(plan: &Plan) -> CliResult<()> {
             std::env::set_var(name, value);
         }
     }
-    capsule::telemetry::config::from(|k| std::env::var(k).ok())
+    let who = capsule::telemetry::Identity {
+        session_id: "",
+        capsule: "mur run",
+        formation: plan
+            .formation
+            .as_ref()
+            .map(|f| (f.name.as_str(), "mur run")),
+    };
+    // `mur run`'s own spans (a member's restart) go where its capsules' go; a drop is said on
+    // stderr, and there is no trace of its own to count it in.
+    capsule::telemetry::start(&who, std::sync::Arc::new(|_| {}))
         .map(|_| ())
         .map_err(|why| {
             CliError::new(
@@ -167,5 +177,8 @@ pub async fn run(args: RunArgs) -> CliResult<i32> {
         json: args.json,
         containment,
     };
-    formation::start::run(plan, options).await
+    let ended = formation::start::run(plan, options).await;
+    // Its own spans (restarts) go before it exits, within a bound.
+    capsule::telemetry::flush(std::time::Duration::from_secs(3)).await;
+    ended
 }

@@ -9,6 +9,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use capsule::ids::{SessionId, TaskId};
+use capsule::telemetry::{keys, KeyValue, Kind, Span};
 use capsule::trace::{EndStatus, Trace, TraceEvent};
 
 /// The cause a task of a dead member is failed with.
@@ -67,11 +68,37 @@ pub async fn record(
 }
 
 /// Writes a member's restart into its trace: the record after the `capsule_died` of the run
-/// that ended.
+/// that ended, and a span that says so (docs/telemetry.md), exported when `mur run` exports.
 pub async fn restarted(records: &Path, session_id: &str, event: TraceEvent) {
     let Ok(trace) = Trace::open(records, SessionId::from_wire(session_id)) else {
         return;
     };
+    if let TraceEvent::MemberRestarted {
+        formation,
+        member,
+        attempt,
+        backoff_ms,
+        exit_status,
+    } = &event
+    {
+        let mut span = Span::start(format!("restart {member}"), Kind::Internal, None);
+        span.set(keys::FORMATION, formation.clone());
+        span.set(keys::MEMBER, member.clone());
+        span.set(keys::SESSION_ID, session_id.to_owned());
+        span.event(
+            keys::EV_RESTARTED,
+            vec![
+                KeyValue::new("murmur.restart.attempt", i64::from(*attempt)),
+                KeyValue::new("murmur.restart.backoff_ms", *backoff_ms as i64),
+                KeyValue::new(keys::EXIT_CODE, i64::from(*exit_status)),
+            ],
+        );
+        span.fail(
+            "capsule_died",
+            format!("member {member} exited with status {exit_status}; restart {attempt}"),
+        );
+        span.end(&trace);
+    }
     trace.event(event);
     trace.close().await;
 }

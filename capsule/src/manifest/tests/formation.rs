@@ -322,6 +322,49 @@ fn a_member_manifest_error_propagates() {
 }
 
 #[test]
+fn a_telemetry_block_becomes_the_opentelemetry_variables_and_refuses_what_would_not_read() {
+    use crate::telemetry::config;
+    let block = "telemetry:\n  endpoint: http://localhost:4318\n  headers: { x-team: agents, authorization: Basic abc }\n  service_name: review\n  resource_attributes: { deployment.environment: dev }\n  capture_message_content: true\n";
+    let (root, result) = load("telemetry", &format!("{FORMATION}{block}"));
+    let f = result.unwrap();
+    assert_eq!(
+        f.telemetry.variables,
+        [
+            (config::ENDPOINT, "http://localhost:4318".to_owned()),
+            (
+                config::HEADERS,
+                "x-team=agents,authorization=Basic abc".to_owned()
+            ),
+            (
+                config::RESOURCE_ATTRIBUTES,
+                "deployment.environment=dev".to_owned()
+            ),
+            (config::SERVICE_NAME, "review".to_owned()),
+            (config::CAPTURE_CONTENT, "true".to_owned()),
+        ]
+    );
+    let _ = std::fs::remove_dir_all(root);
+    refused(
+        "telemetry-comma",
+        &format!("{FORMATION}telemetry:\n  headers: {{ x-team: \"a,b\" }}\n"),
+        ErrorCode::BadValue,
+        "telemetry.headers.x-team",
+        "error[E-MAN-005]: {file}: telemetry.headers.x-team must be a name and a value without \
+         commas (and a name without `=`), not \"a,b\"\n  hint: OpenTelemetry joins these as \
+         name=value,name=value: leave the commas out",
+    );
+    refused(
+        "telemetry-key",
+        &format!("{FORMATION}telemetry:\n  endpont: http://localhost:4318\n"),
+        ErrorCode::UnknownKey,
+        "telemetry.endpont",
+        "error[E-MAN-003]: {file}: telemetry.endpont is not a formation key\n  hint: did you mean \
+         telemetry.endpoint? the keys of telemetry are endpoint, headers, service_name, resource_attributes, \
+         capture_message_content",
+    );
+}
+
+#[test]
 fn formation_keys_are_checked() {
     refused(
         "keys",
@@ -352,7 +395,7 @@ fn formation_keys_are_checked() {
         ErrorCode::UnknownKey,
         "name",
         "error[E-MAN-003]: {file}: name is not a formation key\n  hint: the top-level keys are \
-         formation, spend",
+         formation, spend, telemetry",
     );
     refused(
         "empty",
