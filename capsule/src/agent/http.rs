@@ -19,7 +19,7 @@ use crate::inference::{
 };
 use crate::session::Session;
 use crate::tasks::TaskInput;
-use crate::telemetry::{keys, KeyValue, Kind, Span};
+use crate::telemetry::{keys, Kind, Span};
 use crate::trace::{Interrupted, TraceEvent};
 
 /// What the model is told when a reply was cut at `max_tokens` with turns left.
@@ -146,14 +146,7 @@ pub async fn run(
         // The same ceilings a harness's calls meet at the gateway (`gateway::spend`).
         let mut span = chat_span(session, agent, task);
         if let Err(stop) = session.spend.check(task.as_str(), Some(&agent.model)) {
-            span.event(
-                keys::EV_SPEND_CEILING,
-                vec![
-                    KeyValue::new("murmur.spend.scope", stop.scope.word()),
-                    KeyValue::new("murmur.spend.key", stop.key.clone()),
-                ],
-            );
-            span.fail("spend_ceiling", stop.sentence.clone());
+            stop.fail_span(&mut span);
             span.end(&session.trace);
             session.trace.event(TraceEvent::SpendCeiling {
                 task_id: task.clone(),

@@ -45,7 +45,7 @@ pub use spend::{Counted, DailyCeiling, Scope, Shared, Spend, Stop, Who};
 
 use crate::ids::TaskId;
 use crate::inference::{Connection, Endpoint};
-use crate::telemetry::{keys, KeyValue, Kind, Span, SpanContext};
+use crate::telemetry::{keys, Kind, Span, SpanContext};
 use crate::trace::{GatewayCall, TraceEvent};
 
 /// The most one connection buffers of what it reads and writes.
@@ -330,14 +330,7 @@ impl Gateway {
             }
             if let Err(stop) = served.spend.check(&task_id, asked.model.as_deref()) {
                 let mut span = chat_span(api, &asked, &parent, arrived_at);
-                span.event(
-                    keys::EV_SPEND_CEILING,
-                    vec![
-                        KeyValue::new("murmur.spend.scope", stop.scope.word()),
-                        KeyValue::new("murmur.spend.key", stop.key.clone()),
-                    ],
-                );
-                span.fail("spend_ceiling", stop.sentence.clone());
+                stop.fail_span(&mut span);
                 span.end_with(&*served.record);
                 return self.refuse_spend(served, &task_id, stop);
             }

@@ -60,6 +60,21 @@ pub struct Stop {
     pub sentence: String,
 }
 
+impl Stop {
+    /// Fails a refused call's `chat` span with this ceiling (docs/telemetry.md).
+    pub fn fail_span(&self, span: &mut crate::telemetry::Span) {
+        use crate::telemetry::{keys, KeyValue};
+        span.event(
+            keys::EV_SPEND_CEILING,
+            vec![
+                KeyValue::new("murmur.spend.scope", self.scope.word()),
+                KeyValue::new("murmur.spend.key", self.key.clone()),
+            ],
+        );
+        span.fail("spend_ceiling", self.sentence.clone());
+    }
+}
+
 /// The machine's daily ceilings, from `MURMUR_SPEND_DAILY_TOKENS` and `MURMUR_SPEND_DAILY_USD`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DailyCeiling {

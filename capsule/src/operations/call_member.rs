@@ -22,10 +22,10 @@ pub async fn call_member(
     message: String,
     within: Duration,
 ) -> Result<Value, Refusal> {
-    let span = super::tool_span(session, task, "call-member");
-    let outcome = run(session, task, name, message, within, span.context()).await;
-    super::end_tool(session, span, &outcome);
-    outcome
+    super::traced(session, task, "call-member", |tool| {
+        run(session, task, name, message, within, tool)
+    })
+    .await
 }
 
 async fn run(
@@ -34,7 +34,7 @@ async fn run(
     name: String,
     message: String,
     within: Duration,
-    tool: &crate::telemetry::SpanContext,
+    tool: crate::telemetry::SpanContext,
 ) -> Result<Value, Refusal> {
     session.trace.event(TraceEvent::ToolCall {
         task_id: task.clone(),
@@ -68,7 +68,7 @@ async fn run(
         .errands
         .begin(task)
         .map_err(Refusal::errands)?
-        .under(tool);
+        .under(&tool);
     // On a task of its own: a caller that goes away cannot cut the call short of its record,
     // nor leave the member's task running.
     let (session, task) = (session.clone(), task.clone());

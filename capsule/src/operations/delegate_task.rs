@@ -26,10 +26,10 @@ pub async fn delegate_task(
     message: String,
     within: std::time::Duration,
 ) -> Result<Value, Refusal> {
-    let span = super::tool_span(session, task, "delegate-task");
-    let outcome = run(session, task, capsule, message, within, span.context()).await;
-    super::end_tool(session, span, &outcome);
-    outcome
+    super::traced(session, task, "delegate-task", |tool| {
+        run(session, task, capsule, message, within, tool)
+    })
+    .await
 }
 
 async fn run(
@@ -38,7 +38,7 @@ async fn run(
     capsule: String,
     message: String,
     within: std::time::Duration,
-    tool: &crate::telemetry::SpanContext,
+    tool: crate::telemetry::SpanContext,
 ) -> Result<Value, Refusal> {
     session.trace.event(TraceEvent::ToolCall {
         task_id: task.clone(),
@@ -90,7 +90,7 @@ async fn run(
         .errands
         .begin(task)
         .map_err(Refusal::errands)?
-        .under(tool);
+        .under(&tool);
     // On a task of its own: a caller that goes away cannot cut the delegation short of its
     // records, nor leave the child running.
     let (session, task) = (session.clone(), task.clone());

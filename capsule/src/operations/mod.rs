@@ -23,7 +23,7 @@ pub use send_message::{send_message, SendArgs};
 use crate::errands::Refused;
 use crate::ids::TaskId;
 use crate::session::Session;
-use crate::telemetry::{keys, Kind, Span};
+use crate::telemetry::{keys, Kind, Span, SpanContext};
 
 /// The `execute_tool {tool}` span of one operation, under its task's attempt span: a helper
 /// the harness ran, or a tool the http loop called (the `bash` tool's too).
@@ -36,6 +36,23 @@ pub fn tool_span(session: &Session, task: &TaskId, tool: &'static str) -> Span {
     span.set(keys::TOOL_TYPE, "function");
     span.set(keys::A2A_TASK, task.as_str().to_owned());
     span
+}
+
+/// Runs an operation inside its `execute_tool {tool}` span, which `run` is handed (the calls it
+/// makes go under it), failed with the refusal's code when it was refused.
+async fn traced<T, F>(
+    session: &Session,
+    task: &TaskId,
+    tool: &'static str,
+    run: impl FnOnce(SpanContext) -> F,
+) -> Result<T, Refusal>
+where
+    F: std::future::Future<Output = Result<T, Refusal>>,
+{
+    let span = tool_span(session, task, tool);
+    let outcome = run(span.context().clone()).await;
+    end_tool(session, span, &outcome);
+    outcome
 }
 
 /// Ends an operation's span, failed with the refusal's code when it was refused.

@@ -18,10 +18,10 @@ pub async fn request_input(
     question: String,
     within: Option<Duration>,
 ) -> Result<String, Refusal> {
-    let span = super::tool_span(session, task, "request-input");
-    let outcome = run(session, task, question, within).await;
-    super::end_tool(session, span, &outcome);
-    outcome
+    super::traced(session, task, "request-input", |_| {
+        run(session, task, question, within)
+    })
+    .await
 }
 
 async fn run(

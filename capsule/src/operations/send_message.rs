@@ -29,17 +29,17 @@ pub async fn send_message(
     task: &TaskId,
     args: SendArgs,
 ) -> Result<Value, Refusal> {
-    let span = super::tool_span(session, task, "send-message");
-    let outcome = run(session, task, args, span.context()).await;
-    super::end_tool(session, span, &outcome);
-    outcome
+    super::traced(session, task, "send-message", |tool| {
+        run(session, task, args, tool)
+    })
+    .await
 }
 
 async fn run(
     session: &Arc<Session>,
     task: &TaskId,
     args: SendArgs,
-    tool: &crate::telemetry::SpanContext,
+    tool: crate::telemetry::SpanContext,
 ) -> Result<Value, Refusal> {
     session.trace.event(TraceEvent::ToolCall {
         task_id: task.clone(),
@@ -51,7 +51,7 @@ async fn run(
         .errands
         .begin(task)
         .map_err(Refusal::errands)?
-        .under(tool);
+        .under(&tool);
     // On a task of its own: a caller that goes away cannot cut the call short of its record.
     let (session, task) = (session.clone(), task.clone());
     let sending = tokio::spawn(async move {

@@ -417,6 +417,14 @@ fn detail(e: &Value) -> String {
         "harness_exit" => vec![task, format!("cause {}", s(e, "cause")), exited(e)],
         "tool_call" => vec![task, field("tool")],
         "capsule_died" => vec![format!("exit status {}", e["exit_status"])],
+        // The span's name, kind, and where it hangs: `mur trace show --otlp` has the rest.
+        "span" => vec![
+            field("name"),
+            field("kind"),
+            labelled("span", s(e, "span_id")),
+            labelled("under", s(e, "parent_span_id")),
+            labelled("status", s(e, "status").trim_start_matches("unset")),
+        ],
         _ => generic(e),
     };
     parts
@@ -513,6 +521,25 @@ fn cut(text: &str, max: usize) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_span_record_reads_as_its_name_kind_and_place() {
+        let root = json!({"event_type": "span", "name": "invoke_agent lead", "kind": "internal",
+            "trace_id": "a1610182270dc7c1b3a36d7f49027081", "span_id": "7aad2cb9ff0f3ed4",
+            "parent_span_id": null, "start_ns": 1, "end_ns": 2, "status": "unset",
+            "attributes": {}, "events": []});
+        assert_eq!(
+            detail(&root),
+            "invoke_agent lead  internal  span 7aad2cb9ff0f3ed4"
+        );
+        let mut failed = root.clone();
+        failed["parent_span_id"] = json!("83e8fdbf747d822e");
+        failed["status"] = json!("error");
+        assert_eq!(
+            detail(&failed),
+            "invoke_agent lead  internal  span 7aad2cb9ff0f3ed4  under 83e8fdbf747d822e  status error"
+        );
+    }
 
     #[test]
     fn the_guides_rules_are_drawn_as_it_draws_them() {
