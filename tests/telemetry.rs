@@ -423,7 +423,9 @@ fn a_door_continues_the_callers_traceparent_and_hands_the_harness_its_span() {
         format!("00-{caller_trace}-{}-01", attempt.span_id),
         "{said}"
     );
-    let poll = spans.iter().find(|s| s.name == "GetTask").unwrap();
+    let polls: Vec<&Span> = spans.iter().filter(|s| s.name == "GetTask").collect();
+    assert_eq!(polls.len(), 1, "only the traced poll is a span: {polls:#?}");
+    let poll = polls[0];
     assert_eq!(poll.parent_span_id, caller_span);
     assert_eq!(
         poll.attr_str("a2a.task.state"),

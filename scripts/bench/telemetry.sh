@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # What OpenTelemetry export costs the door (docs/telemetry.md): GetTask throughput of two idle
-# capsules of the same build, one exporting every request's SERVER span to a local OTLP/HTTP
-# sink (scripts/bench/otlp_sink.py, which answers without decoding) and one with export off,
-# wrk against each in turn, ROUNDS times, in one run. Then what the sink took and what the
+# capsules of the same build, one exporting to a local OTLP/HTTP sink
+# (scripts/bench/otlp_sink.py, which answers without decoding) and one with export off, wrk
+# against each in turn, ROUNDS times, in one run: polls without a traceparent (no span), then
+# polls that each carry one (a SERVER span each, exported). CPU seconds of both capsules and
+# the sink over the runs. Then what the sink took and what the
 # exporting capsule dropped (its trace's spans_dropped records). Results go in BENCHMARKS.md.
 # Usage: scripts/bench/telemetry.sh [SECONDS] [ROUNDS] [CONNECTIONS]
 set -euo pipefail
@@ -23,16 +25,19 @@ sink=$!
 for _ in $(seq 100); do grep -q '^listening' "$work/sink" && break; sleep 0.05; done
 sink_port=$(awk '/^listening/{print $2}' "$work/sink")
 
-# start NAME [ENV...]: a capsule of manifests/worker-queue.yaml; prints its port.
+# start NAME [ENV...]: a capsule of manifests/worker-queue.yaml, its output in $work/NAME (not
+# in a subshell: its pid must reach the trap).
 start() {
   local name=$1; shift
   env "$@" ./target/release/mur run --manifest manifests/worker-queue.yaml >"$work/$name" 2>&1 &
   pids+=($!)
   for _ in $(seq 200); do grep -q '^session:' "$work/$name" && break; sleep 0.05; done
-  sed -n 's/^murmur: url localhost://p' "$work/$name"
 }
-off=$(start off OTEL_SDK_DISABLED=true)
-on=$(start on OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$sink_port")
+port_of() { sed -n 's/^murmur: url localhost://p' "$work/$1"; }
+start off OTEL_SDK_DISABLED=true
+start on OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$sink_port"
+off=$(port_of off)
+on=$(port_of on)
 
 task_on() {
   curl -s -X POST "http://127.0.0.1:$1/" -H 'Content-Type: application/json' -H 'A2A-Version: 1.0' \
@@ -42,17 +47,31 @@ task_on() {
 task_off=$(task_on "$off")
 task_exp=$(task_on "$on")
 
+# rate PORT TASK SCRIPT: GetTask requests a second.
 rate() {
-  TASK_ID=$2 wrk -t2 -c"$conns" -d"${secs}s" -s scripts/bench/gettask.lua "http://127.0.0.1:$1/" \
+  TASK_ID=$2 wrk -t2 -c"$conns" -d"${secs}s" -s "scripts/bench/$3" "http://127.0.0.1:$1/" \
     | sed -n 's/^requests\/s: //p'
 }
+# CPU seconds (user + system) a process has used so far.
+cpu() { awk '{printf "%.2f", ($14 + $15) / 100}' "/proc/$1/stat"; }
+capsule_of() {
+  python3 -c "import json,glob,sys; print([json.load(open(f))['pid'] for f in glob.glob(sys.argv[1]+'/run/*.json') if json.load(open(f))['url'].endswith(':'+sys.argv[2])][0])" "$MURMUR_HOME" "$1"
+}
+off_pid=$(capsule_of "$off")
+on_pid=$(capsule_of "$on")
+cpu_off0=$(cpu "$off_pid"); cpu_on0=$(cpu "$on_pid"); cpu_sink0=$(cpu "$sink")
 echo "GetTask, $conns connections, 2 wrk threads, ${secs}s a run, export off / on alternating:"
+# Untraced polls (no traceparent: the door spans none) and traced ones (every poll a span,
+# exported), each against export off.
 for r in $(seq "$rounds"); do
-  a=$(rate "$off" "$task_off")
-  b=$(rate "$on" "$task_exp")
-  python3 -c "import sys; a,b=map(float,sys.argv[1:]); print(f'round $r: off {a:.0f}/s  on {b:.0f}/s  on/off {b/a:.3f}')" "$a" "$b"
+  for script in gettask.lua gettask_traced.lua; do
+    a=$(rate "$off" "$task_off" "$script")
+    b=$(rate "$on" "$task_exp" "$script")
+    python3 -c "import sys; a,b=map(float,sys.argv[1:3]); print(f'round $r {sys.argv[3]:<19} off {a:.0f}/s  on {b:.0f}/s  on/off {b/a:.3f}')" "$a" "$b" "$script"
+  done
 done
 sleep 1
+echo "CPU seconds over the runs: capsule off $(python3 -c "print(round($(cpu "$off_pid") - $cpu_off0, 2))"), capsule on $(python3 -c "print(round($(cpu "$on_pid") - $cpu_on0, 2))"), sink $(python3 -c "print(round($(cpu "$sink") - $cpu_sink0, 2))")"
 kill -TERM "$sink"
 wait "$sink" 2>/dev/null || true
 echo "sink: $(tail -1 "$work/sink")"

@@ -2,13 +2,15 @@
 //! the method, continuing the caller's `traceparent`, with the task it answered about. A method
 //! that starts a task (SendMessage, SendStreamingMessage) is always spanned and written to the
 //! trace, since its task's attempt runs under it; the others only when a collector is
-//! configured, so a poll costs nothing otherwise.
+//! configured. A poll (GetTask, ListTasks) is spanned only inside a trace: one that carries no
+//! `traceparent` would be a trace of one span, at the door's busiest path.
 
 use serde_json::Value;
 
 use super::check::Inbound;
 use super::method::Method;
 use super::Answer;
+use crate::tasks::TaskState;
 use crate::telemetry::{self, keys, Kind, Span};
 
 /// The span for `req`, when it gets one.
@@ -19,6 +21,9 @@ pub fn open(req: &Inbound) -> Option<Span> {
         return None;
     }
     let parent = telemetry::propagation::extract(&req.headers);
+    if parent.is_none() && matches!(method, Method::GetTask | Method::ListTasks) {
+        return None;
+    }
     let mut span = Span::start(method.name(), Kind::Server, parent.as_ref());
     if !starts_tasks {
         span = span.export_only();
@@ -54,8 +59,11 @@ pub fn close(mut span: Span, answer: &Answer, trace: &crate::trace::Trace) {
             if let Some(ctx) = task.get("contextId").and_then(Value::as_str) {
                 span.set(keys::CONVERSATION, ctx.to_owned());
             }
-            if let Some(state) = task["status"]["state"].as_str() {
-                span.set(keys::A2A_STATE, state.to_owned());
+            if let Some(state) = task["status"]["state"]
+                .as_str()
+                .and_then(TaskState::from_wire)
+            {
+                span.set(keys::A2A_STATE, state.wire());
             }
         }
         Answer::Text(text, _) => {
@@ -97,13 +105,12 @@ fn error_type(code: i64) -> &'static str {
 }
 
 /// The first task state a rendered task names (GetTask's answer is text, not a value).
-fn state_in(text: &[u8]) -> Option<String> {
+fn state_in(text: &[u8]) -> Option<&'static str> {
     const KEY: &[u8] = b"\"state\":\"";
     let at = memchr::memmem::find(text, KEY)? + KEY.len();
     let len = memchr::memchr(b'"', &text[at..])?;
-    std::str::from_utf8(&text[at..at + len])
-        .ok()
-        .map(str::to_owned)
+    let state = std::str::from_utf8(&text[at..at + len]).ok()?;
+    TaskState::from_wire(state).map(TaskState::wire)
 }
 
 #[cfg(test)]
@@ -113,7 +120,8 @@ mod tests {
     #[test]
     fn a_rendered_task_names_its_state() {
         let text = br#"{"id":"tsk_1","contextId":"ctx_1","status":{"state":"TASK_STATE_WORKING"}}"#;
-        assert_eq!(state_in(text).as_deref(), Some("TASK_STATE_WORKING"));
+        assert_eq!(state_in(text), Some("TASK_STATE_WORKING"));
+        assert_eq!(state_in(br#"{"status":{"state":"NOT_A_STATE"}}"#), None);
         assert_eq!(state_in(b"{}"), None);
     }
 

@@ -12,7 +12,8 @@ use std::time::{Duration, SystemTime};
 use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::trace::{SpanData, SpanExporter as _};
 use opentelemetry_sdk::Resource;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc::error::TryRecvError;
+use tokio::sync::{mpsc, oneshot, Notify};
 
 use super::config::Config;
 use super::record::span_data;
@@ -23,7 +24,7 @@ use crate::trace::TraceEvent;
 pub const QUEUE_BOUND: usize = 2048;
 /// Spans per request to the collector (`OTEL_BSP_MAX_EXPORT_BATCH_SIZE`'s default).
 pub const MAX_BATCH: usize = 512;
-/// How long a batch waits to fill before it is sent anyway.
+/// How long spans wait for the exporter when no batch fills sooner.
 pub const SCHEDULE_DELAY: Duration = Duration::from_millis(500);
 
 /// Writes a record into the session's trace.
@@ -37,6 +38,9 @@ enum Msg {
 
 struct Exporting {
     queue: mpsc::Sender<Msg>,
+    /// Wakes the exporter before its delay is up: a batch is full, or a flush waits. A span
+    /// alone never wakes it, so a busy door pays no task wake per span.
+    wake: Notify,
     endpoint: String,
     dropped: AtomicU64,
     said: AtomicBool,
@@ -72,6 +76,7 @@ pub fn start(config: &Config, resource: Resource, record: Record) -> Result<(), 
     let (queue, rx) = mpsc::channel(QUEUE_BOUND);
     let exporting = Exporting {
         queue,
+        wake: Notify::new(),
         endpoint: config.endpoint.clone(),
         dropped: AtomicU64::new(0),
         said: AtomicBool::new(false),
@@ -96,6 +101,9 @@ pub fn queue(span: Span, end: SystemTime) {
             "the export queue was full: the collector takes spans slower than they come",
         );
     }
+    if QUEUE_BOUND - x.queue.capacity() == MAX_BATCH {
+        x.wake.notify_one();
+    }
 }
 
 /// Sends what is queued, waiting at most `within`; then writes the session's drop count, if
@@ -107,6 +115,7 @@ pub async fn flush(within: Duration) {
     let (tx, rx) = oneshot::channel();
     let sent = async {
         if x.queue.send(Msg::Flush(tx)).await.is_ok() {
+            x.wake.notify_one();
             let _ = rx.await;
         }
     };
@@ -157,30 +166,55 @@ impl Exporting {
     }
 }
 
+/// Sleeps for the schedule delay (or until woken), then sends everything queued in batches.
+/// Draining with `try_recv` keeps the senders' side free of wake-ups.
 async fn run(mut rx: mpsc::Receiver<Msg>, exporter: opentelemetry_otlp::SpanExporter) {
+    let Some(x) = EXPORTING.get() else {
+        return;
+    };
     let mut batch: Vec<SpanData> = Vec::with_capacity(MAX_BATCH);
     let mut waiting: Vec<oneshot::Sender<()>> = Vec::new();
-    while let Some(first) = rx.recv().await {
-        take(first, &mut batch, &mut waiting);
-        let deadline = tokio::time::Instant::now() + SCHEDULE_DELAY;
-        while batch.len() < MAX_BATCH && waiting.is_empty() {
-            match tokio::time::timeout_at(deadline, rx.recv()).await {
-                Ok(Some(msg)) => take(msg, &mut batch, &mut waiting),
-                Ok(None) | Err(_) => break,
-            }
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(SCHEDULE_DELAY) => {}
+            _ = x.wake.notified() => {}
         }
-        if !batch.is_empty() {
-            let spans = std::mem::replace(&mut batch, Vec::with_capacity(MAX_BATCH));
-            let n = spans.len() as u64;
-            if let Err(e) = exporter.export(spans).await {
-                if let Some(x) = EXPORTING.get() {
-                    x.dropped(n, &format!("the collector did not take a batch: {e}"));
+        let mut closed = false;
+        loop {
+            match rx.try_recv() {
+                Ok(msg) => take(msg, &mut batch, &mut waiting),
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => {
+                    closed = true;
+                    break;
                 }
             }
+            if batch.len() == MAX_BATCH {
+                send(&exporter, &mut batch, x).await;
+            }
         }
+        send(&exporter, &mut batch, x).await;
         for w in waiting.drain(..) {
             let _ = w.send(());
         }
+        if closed {
+            return;
+        }
+    }
+}
+
+async fn send(
+    exporter: &opentelemetry_otlp::SpanExporter,
+    batch: &mut Vec<SpanData>,
+    x: &Exporting,
+) {
+    if batch.is_empty() {
+        return;
+    }
+    let spans = std::mem::replace(batch, Vec::with_capacity(MAX_BATCH));
+    let n = spans.len() as u64;
+    if let Err(e) = exporter.export(spans).await {
+        x.dropped(n, &format!("the collector did not take a batch: {e}"));
     }
 }
 

@@ -180,10 +180,16 @@ fn events(list: Vec<opentelemetry::trace::Event>) -> SpanEvents {
     events
 }
 
+/// Built once: every span carries a clone (two borrowed strings).
 pub fn scope() -> InstrumentationScope {
-    InstrumentationScope::builder(SCOPE)
-        .with_version(env!("CARGO_PKG_VERSION"))
-        .build()
+    static SCOPE_OF: std::sync::OnceLock<InstrumentationScope> = std::sync::OnceLock::new();
+    SCOPE_OF
+        .get_or_init(|| {
+            InstrumentationScope::builder(SCOPE)
+                .with_version(env!("CARGO_PKG_VERSION"))
+                .build()
+        })
+        .clone()
 }
 
 fn nanos(t: SystemTime) -> u64 {

@@ -104,7 +104,8 @@ impl Span {
             name: name.into(),
             kind,
             start: SystemTime::now(),
-            attributes: Vec::new(),
+            // Room for a door span's attributes, the most common span, without regrowing.
+            attributes: Vec::with_capacity(6),
             events: Vec::new(),
             error: None,
             kept: Kept::Recorded,
