@@ -783,3 +783,91 @@ fn a_members_restart_is_a_failed_span_with_its_event() {
     assert_eq!(run.wait_exit(LONG), Some(0));
     assert_nothing_left(&home, LONG);
 }
+
+#[test]
+fn a_sub_capsules_task_and_its_completion_continue_the_delegating_span() {
+    if !otlp::usable() {
+        return;
+    }
+    let receiver = Receiver::start(200);
+    let home = Home::new();
+    let child = Fixture {
+        name: "child",
+        ..Fixture::default()
+    };
+    home.write("d/child.yaml", &child.yaml());
+    let top = Fixture {
+        name: "top",
+        ..Fixture::default()
+    };
+    let manifest = home.write(
+        "d/top.yaml",
+        &format!(
+            "{}capabilities:\n  delegate:\n    allow: [child.yaml]\n",
+            top.yaml()
+        ),
+    );
+    let env = [("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint())];
+    let run = Launch::start_env(&home, &manifest, &[], &env);
+    let done = run.send("@delegate child @echo", false);
+    assert_eq!(
+        done["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{done}"
+    );
+    let spans = receiver.wait_for("the child's attempt and the completion", LONG, |spans| {
+        spans.iter().any(|s| s.name == "invoke_agent child")
+            && spans.iter().filter(|s| s.name == "SendMessage").count() >= 2
+    });
+    let top_attempt = spans.iter().find(|s| s.name == "invoke_agent top").unwrap();
+    let delegate = spans
+        .iter()
+        .find(|s| s.name == "delegate-task child")
+        .unwrap();
+    assert_eq!(delegate.kind, "SPAN_KIND_CLIENT");
+    assert_eq!(delegate.attr_str("murmur.call.status"), Some("completed"));
+    assert!(delegate
+        .attr_str("murmur.delegation.id")
+        .is_some_and(|d| d.starts_with("dlg_")));
+    let tool = by_id(&spans, &delegate.parent_span_id);
+    assert_eq!(tool.name, "execute_tool delegate-task");
+    assert_eq!(tool.parent_span_id, top_attempt.span_id);
+    // The child's launch task runs under the delegating span, in the same trace.
+    let child_attempt = spans
+        .iter()
+        .find(|s| s.name == "invoke_agent child")
+        .unwrap();
+    assert_eq!(child_attempt.trace_id, top_attempt.trace_id);
+    assert_eq!(child_attempt.parent_span_id, delegate.span_id);
+    assert_eq!(child_attempt.resource["murmur.capsule"], "child");
+    // Its completion reached the parent's door as a SendMessage under the same span.
+    let completion = spans
+        .iter()
+        .find(|s| {
+            s.name == "SendMessage"
+                && s.resource["murmur.capsule"] == "top"
+                && s.parent_span_id == delegate.span_id
+        })
+        .expect("the completion's door span");
+    assert_eq!(completion.trace_id, top_attempt.trace_id);
+    // trace show --otlp of the parent brings the child's spans too.
+    let out = home.root.join("delegated.json");
+    let (code, said, err) = home.run(&[
+        "trace",
+        "show",
+        &run.session,
+        "--otlp",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(said.contains("of 2 session(s)"), "{said}");
+    let json: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let names: BTreeSet<&str> = json["resourceSpans"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|rs| rs["scopeSpans"][0]["spans"].as_array().unwrap())
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains("invoke_agent child"), "{names:?}");
+    assert!(names.contains("delegate-task child"), "{names:?}");
+}

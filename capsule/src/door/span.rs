@@ -80,6 +80,20 @@ pub fn close(mut span: Span, answer: &Answer, trace: &crate::trace::Trace) {
     span.end(trace);
 }
 
+/// The door span of a sub-capsule's completion, which the door answers among its checks (the
+/// acknowledgement) rather than as a method: a SendMessage continuing the completion's
+/// `traceparent` (the delegating span), naming the delegation and the task it was delivered to.
+pub fn completion(req: &Inbound, delegation: &str, task: &str, trace: &crate::trace::Trace) {
+    let parent = telemetry::propagation::extract(&req.headers);
+    let mut span = Span::start(Method::SendMessage.name(), Kind::Server, parent.as_ref());
+    span.set(keys::A2A_METHOD, Method::SendMessage.name());
+    span.set(keys::A2A_VERSION, "1.0");
+    span.set(keys::ORIGIN, "completion");
+    span.set(keys::DELEGATION, delegation.to_owned());
+    span.set(keys::A2A_TASK, task.to_owned());
+    span.end(trace);
+}
+
 /// The JSON-RPC code as the conventions' `error.type`.
 fn error_type(code: i64) -> &'static str {
     const CODES: [(i64, &str); 13] = [
