@@ -871,3 +871,37 @@ fn a_sub_capsules_task_and_its_completion_continue_the_delegating_span() {
     assert!(names.contains("invoke_agent child"), "{names:?}");
     assert!(names.contains("delegate-task child"), "{names:?}");
 }
+
+#[test]
+fn a_canceled_task_fails_its_attempts_span_with_the_cancel_as_its_event() {
+    let home = Home::new();
+    let manifest = home.write("capsule/murmur.yaml", &Fixture::default().yaml());
+    // No collector: the span records in the trace are what is checked.
+    let run = Launch::start(&home, &manifest, &[]);
+    let pidfile = home.root.join("harness.pid");
+    let id = run.start_task(&format!("@pidfile {}\n@sleep 60", pidfile.display()));
+    wait_pid(&pidfile);
+    let canceled = run.rpc("CancelTask", json!({"id": id}));
+    assert_eq!(canceled["result"]["status"]["state"], "TASK_STATE_CANCELED");
+    let attempt = || {
+        home.trace(&run.session)
+            .into_iter()
+            .find(|e| e["event_type"] == "span" && e["name"] == "invoke_agent fixture")
+    };
+    assert!(
+        wait_until(LONG, || attempt().is_some()),
+        "the attempt's span ended"
+    );
+    let span = attempt().unwrap();
+    assert_eq!(span["status"], "error", "{span}");
+    assert_eq!(span["attributes"]["error.type"], "canceled");
+    assert_eq!(span["attributes"]["murmur.task.outcome"], "canceled");
+    assert_eq!(span["attributes"]["a2a.task.id"], id.as_str());
+    let events: Vec<&str> = span["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(events, ["murmur.task.canceled"]);
+}
