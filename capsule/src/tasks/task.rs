@@ -81,7 +81,7 @@ pub struct TaskInput {
     /// The span the task's attempt runs under: the door's span of the message that started it
     /// (itself continuing the caller's `traceparent`), a shell command's, or none for the
     /// launch's own task, which starts its trace.
-    pub parent: Option<crate::telemetry::SpanContext>,
+    pub parent: Option<opentelemetry::trace::SpanContext>,
 }
 
 impl TaskInput {

@@ -1,6 +1,7 @@
-//! A span as `trace.jsonl` keeps it (the `span` record), and the one conversion from a record
-//! or a live span to the SDK's `SpanData` the exporters take. So a span sent to a collector and
-//! the same span written by `mur trace show --otlp` from the file are one shape, ids included.
+//! The one conversion between a span and its forms: a live span to its `span` record
+//! (`crate::trace::SpanRecord`, plain data the trace owns), and a live span or a record to the
+//! SDK's `SpanData` the exporters take. So a span sent to a collector and the same span written
+//! by `mur trace show --otlp` from the file are one shape, ids included.
 
 use std::borrow::Cow;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -10,40 +11,13 @@ use opentelemetry::trace::{
 };
 use opentelemetry::{Array, InstrumentationScope, KeyValue, StringValue, Value};
 use opentelemetry_sdk::trace::{SpanData, SpanEvents, SpanLinks};
-use serde::{Deserialize, Serialize};
 use serde_json::Map;
 
 use super::span::{Kind, Span};
+pub use crate::trace::{EventRecord, SpanRecord};
 
 /// The instrumentation scope every murmur span is reported under.
 pub const SCOPE: &str = "murmur";
-
-/// One ended span, as its `span` record holds it. Ids are lowercase hex as in `traceparent`;
-/// times are nanoseconds since the Unix epoch.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
-pub struct SpanRecord {
-    pub name: String,
-    /// `server`, `client` or `internal`.
-    pub kind: String,
-    pub trace_id: String,
-    pub span_id: String,
-    pub parent_span_id: Option<String>,
-    pub start_ns: u64,
-    pub end_ns: u64,
-    /// `error` with the failure's sentence, or `unset`.
-    pub status: String,
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub status_message: Option<String>,
-    pub attributes: Map<String, serde_json::Value>,
-    pub events: Vec<EventRecord>,
-}
-
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
-pub struct EventRecord {
-    pub name: String,
-    pub time_ns: u64,
-    pub attributes: Map<String, serde_json::Value>,
-}
 
 const KINDS: [(Kind, &str); 3] = [
     (Kind::Server, "server"),

@@ -10,12 +10,14 @@
 //! `task_end`, the session's `session_end`).
 
 mod event;
+mod span;
 mod writer;
 
 pub use event::{
     Backgrounded, CallStatus, DelegationState, EndStatus, ExitCause, GatewayCall, InterruptSent,
     Interrupted, Origin, Ran, RequestedBy, SessionMode, Tool, TraceEvent, Trust,
 };
+pub use span::{EventRecord, SpanRecord};
 
 use std::fs::File;
 use std::io::{BufWriter, Write};

@@ -294,9 +294,9 @@ pub enum TraceEvent {
     TraceRecordsLost {
         lost: u64,
     },
-    /// One ended span (`crate::telemetry`): what `mur trace show --otlp` turns into OTLP, with
+    /// One ended span (made by the telemetry module): what `mur trace show --otlp` turns into OTLP, with
     /// the ids the collector got. Never holds message content.
-    Span(Box<crate::telemetry::SpanRecord>),
+    Span(Box<super::SpanRecord>),
     /// Spans the exporter could not deliver: the first drop, then the session's total at its
     /// end. The task went on either way.
     SpansDropped {
