@@ -288,7 +288,7 @@ fn completion(door: &Door, req: &mut Inbound) -> Checked {
         delegation_id: DelegationId::from_wire(&d),
         state,
     });
-    super::span::completion(req, &d, task.as_str(), &door.session.trace);
+    super::span::completion(&req.headers, &d, task.as_str(), &door.session.trace);
     let context_id = door
         .session
         .registry

@@ -267,7 +267,7 @@ impl Door {
         if let Err(refusal) = checked {
             return refusal_response(*refusal);
         }
-        let span = span::open(&inbound);
+        let span = span::open(inbound.method, &inbound.headers, &inbound.params);
         inbound.parent = span.as_ref().map(|s| s.context().clone());
         let answer = methods::apply(self, &inbound).await;
         if let Some(span) = span {

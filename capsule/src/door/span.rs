@@ -5,22 +5,26 @@
 //! configured. A poll (GetTask, ListTasks) is spanned only inside a trace: one that carries no
 //! `traceparent` would be a trace of one span, at the door's busiest path.
 
-use serde_json::Value;
+use hyper::HeaderMap;
+use serde_json::{Map, Value};
 
-use super::check::Inbound;
 use super::method::Method;
 use super::Answer;
 use crate::tasks::TaskState;
 use crate::telemetry::{self, keys, Kind, Span};
 
-/// The span for `req`, when it gets one.
-pub fn open(req: &Inbound) -> Option<Span> {
-    let method = req.method?;
+/// The span of a request for `method` with these headers and params, when it gets one.
+pub fn open(
+    method: Option<Method>,
+    headers: &HeaderMap,
+    params: &Map<String, Value>,
+) -> Option<Span> {
+    let method = method?;
     let starts_tasks = matches!(method, Method::SendMessage | Method::SendStreamingMessage);
     if !starts_tasks && !telemetry::exporting() {
         return None;
     }
-    let parent = telemetry::propagation::extract(&req.headers);
+    let parent = telemetry::propagation::extract(headers);
     if parent.is_none() && matches!(method, Method::GetTask | Method::ListTasks) {
         return None;
     }
@@ -30,7 +34,7 @@ pub fn open(req: &Inbound) -> Option<Span> {
     }
     span.set(keys::A2A_METHOD, method.name());
     span.set(keys::A2A_VERSION, "1.0");
-    if let Some(Value::String(id)) = req.params.get("id") {
+    if let Some(Value::String(id)) = params.get("id") {
         span.set(keys::A2A_TASK, id.clone());
     }
     Some(span)
@@ -83,8 +87,8 @@ pub fn close(mut span: Span, answer: &Answer, trace: &crate::trace::Trace) {
 /// The door span of a sub-capsule's completion, which the door answers among its checks (the
 /// acknowledgement) rather than as a method: a SendMessage continuing the completion's
 /// `traceparent` (the delegating span), naming the delegation and the task it was delivered to.
-pub fn completion(req: &Inbound, delegation: &str, task: &str, trace: &crate::trace::Trace) {
-    let parent = telemetry::propagation::extract(&req.headers);
+pub fn completion(headers: &HeaderMap, delegation: &str, task: &str, trace: &crate::trace::Trace) {
+    let parent = telemetry::propagation::extract(headers);
     let mut span = Span::start(Method::SendMessage.name(), Kind::Server, parent.as_ref());
     span.set(keys::A2A_METHOD, Method::SendMessage.name());
     span.set(keys::A2A_VERSION, "1.0");

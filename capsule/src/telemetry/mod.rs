@@ -9,6 +9,7 @@
 //! `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true`, and then only to the collector.
 
 pub mod config;
+mod end;
 mod export;
 pub mod keys;
 pub mod otlp_json;

@@ -1,8 +1,6 @@
 //! A span as murmur builds it: its ids (continued from a W3C parent or new), name, kind, start,
-//! attributes and events. Ending it hands it, once, to the trace (`span` records, what
-//! `mur trace show --otlp` reads) and, when a collector is configured, to the exporter's queue.
-//! Nothing here waits, locks or does I/O: a span costs a few small allocations and a
-//! `try_send`.
+//! attributes and events. Ending it (`end.rs`) hands it, once, to the trace and the exporter.
+//! Nothing here waits, locks or does I/O: a span costs a few small allocations.
 
 use std::borrow::Cow;
 use std::time::SystemTime;
@@ -10,9 +8,6 @@ use std::time::SystemTime;
 use opentelemetry::trace::{SpanContext, SpanId, SpanKind, TraceFlags, TraceId, TraceState};
 use opentelemetry::{KeyValue, Value};
 use rand::RngCore;
-
-use super::record::SpanRecord;
-use crate::trace::{Trace, TraceEvent};
 
 /// What a span is, in the conventions' words: a door answering (SERVER), a call out (CLIENT),
 /// or work inside the capsule (INTERNAL).
@@ -72,7 +67,7 @@ pub struct Span {
     pub(super) events: Vec<SpanEvent>,
     /// `error.type`'s failure message, when the span failed.
     pub(super) error: Option<String>,
-    kept: Kept,
+    pub(super) kept: Kept,
 }
 
 impl Span {
@@ -160,24 +155,6 @@ impl Span {
     pub fn fail(&mut self, error_type: &'static str, message: impl Into<String>) {
         self.set("error.type", error_type);
         self.error = Some(message.into());
-    }
-
-    /// Ends the span now: written to `trace` as a `span` record (unless export-only), and
-    /// queued for the collector when one is configured and the trace is sampled.
-    pub fn end(self, trace: &Trace) {
-        self.end_with(&|e| trace.event(e));
-    }
-
-    /// [`Span::end`], writing the record through `record` (a part of the capsule that holds
-    /// the trace as a recorder, as the model gateway does).
-    pub fn end_with(self, record: &dyn Fn(TraceEvent)) {
-        let end = SystemTime::now();
-        if self.kept == Kept::Recorded {
-            record(TraceEvent::Span(Box::new(SpanRecord::of(&self, end))));
-        }
-        if self.context.is_sampled() {
-            super::export::queue(self, end);
-        }
     }
 }
 
