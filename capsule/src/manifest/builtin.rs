@@ -2,7 +2,7 @@
 //! with the preset command lines. The one place these names and presets live; any other
 //! `murmur/` name in a manifest is an error.
 
-use crate::manifest::model::{InputDialect, Interrupt, OutputDialect, ProcessDriver, PromptMode};
+use crate::manifest::process::{InputDialect, Interrupt, OutputDialect, ProcessDriver, PromptMode};
 
 /// A built-in artifact.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -25,6 +25,7 @@ pub mod locate;
 pub mod model;
 pub mod network;
 pub mod paths;
+pub mod process;
 pub mod reader;
 pub mod spend;
 pub mod suggest;

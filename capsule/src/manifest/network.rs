@@ -6,9 +6,8 @@ use crate::auth::scope::Scope;
 use crate::manifest::error::{ErrorCode, ManifestError};
 use crate::manifest::keypath::KeyPath;
 use crate::manifest::model::{Authentication, Network};
-use crate::manifest::reader::Reader;
+use crate::manifest::reader::{is_plain_name, Reader};
 use crate::manifest::suggest::nearest;
-use crate::manifest::validate::is_plain_name;
 use serde_yaml::Value;
 
 /// Credential names no manifest may declare: the runtime mints them itself.

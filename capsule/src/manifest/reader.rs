@@ -332,3 +332,11 @@ pub fn shown(value: &Value) -> String {
         Value::Tagged(tagged) => format!("a value tagged {}", tagged.tag),
     }
 }
+
+/// True for a name murmur may use in folder names, realms and `member:<name>` credentials.
+pub fn is_plain_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+}

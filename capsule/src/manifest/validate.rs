@@ -15,6 +15,7 @@ use crate::manifest::model::{
 };
 use crate::manifest::network;
 use crate::manifest::paths;
+use crate::manifest::reader::is_plain_name;
 use crate::manifest::reader::Reader;
 use crate::manifest::spend;
 use serde_yaml::Value;
@@ -134,14 +135,6 @@ fn shell_for_harness(
         }
     }
     Ok(policy)
-}
-
-/// True for a name murmur may use in folder names, realms and `member:<name>` credentials.
-pub fn is_plain_name(name: &str) -> bool {
-    !name.is_empty()
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
 }
 
 /// A required plain name (capsule, formation or member name).
