@@ -13,14 +13,29 @@ use std::time::Duration;
 use nix::sys::signal::Signal;
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout};
 
-use super::containment::{Containment, Mode};
+use super::files::FilesWall;
 use super::keeper::{KeeperArgs, Report};
 use super::limits::{self, Reached, Slot};
-use super::ready::{self, Walls};
+use super::order::Order;
 use super::tree;
 
 /// How long the keeper has to end everything after SIGTERM before it is killed outright.
 const END_WITHIN: Duration = Duration::from_secs(3);
+
+/// What a keeper builds before any task: everything a ready keeper must match to be taken.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Walls {
+    /// The work folder (the keeper starts in it; the files wall is built around it).
+    pub cwd: PathBuf,
+    /// The loopback ports forwarded into the network namespace (`None`: not jailed).
+    pub jail: Option<Vec<u16>>,
+    pub files: Option<FilesWall>,
+    pub hide: Vec<PathBuf>,
+    /// The attempt's bounds (its cgroup is made with them, its tmp mounted with them).
+    pub limits: Option<super::limits::Limits>,
+    /// The environment the keeper itself runs with (`between_tasks`).
+    pub env: Vec<(String, OsString)>,
+}
 
 /// What to run, and how.
 pub struct Spec {
@@ -77,49 +92,6 @@ pub struct Contained {
 type Program = (OsString, Vec<OsString>);
 
 impl Contained {
-    /// Starts `spec` under a keeper in `containment`, with piped stdin, stdout and stderr. In
-    /// namespace mode the ready keeper (`ready`) is taken when it was built with these walls,
-    /// and the next attempt's is started as soon as this one has its own: it builds its walls
-    /// while this attempt runs, and waits through the idle time after it.
-    ///
-    /// The keeper's parent-death signal fires when the *thread* that started it ends, so this
-    /// must run on a thread that lives as long as the capsule (a runtime worker), never in
-    /// `spawn_blocking`, whose idle threads exit and would take their keepers with them.
-    pub fn spawn(containment: &Containment, spec: Spec) -> std::io::Result<Contained> {
-        let namespaces = containment.mode == Mode::Namespaces;
-        let walls = Walls {
-            cwd: spec.cwd.clone(),
-            jail: spec.jail.clone().filter(|_| namespaces),
-            files: spec.files.clone().filter(|_| namespaces),
-            hide: containment.hidden.clone(),
-            limits: spec.limits.clone().map(|mut l| {
-                l.tmp = l.tmp.filter(|_| namespaces);
-                l
-            }),
-            env: ready::between_tasks(&spec.env),
-        };
-        if namespaces {
-            if let Some(mut keeper) = ready::take(&walls) {
-                match keeper.hand_over(&spec) {
-                    Ok(()) => {
-                        ready::prepare_soon(walls);
-                        return Ok(keeper);
-                    }
-                    Err(_) => keeper.discard(),
-                }
-            }
-        }
-        let program = (
-            spec.program.into(),
-            spec.args.into_iter().map(Into::into).collect(),
-        );
-        let keeper = Contained::start(namespaces, &walls, &spec.env, Some(program))?;
-        if namespaces {
-            ready::prepare_soon(walls);
-        }
-        Ok(keeper)
-    }
-
     /// A keeper for the next attempt, built with `walls` and waiting for its order.
     pub(super) fn ready(walls: &Walls) -> std::io::Result<Contained> {
         Contained::start(true, walls, &walls.env, None)
@@ -137,7 +109,7 @@ impl Contained {
     /// very binary as `/proc/self/exe` (`keeper_exe`): never a path looked up now, which a
     /// harness running as the user could have replaced with a program of its own before the
     /// next attempt.
-    fn start(
+    pub(super) fn start(
         namespaces: bool,
         walls: &Walls,
         env: &[(String, OsString)],
@@ -245,8 +217,8 @@ impl Contained {
     /// Sends a ready keeper its program: the spec's command and environment (the walls were
     /// matched by `ready::take`). Written from a blocking thread: an order larger than the
     /// pipe holds waits for the init to read it, and the pipe's end closes after it.
-    fn hand_over(&mut self, spec: &Spec) -> std::io::Result<()> {
-        let order = ready::Order {
+    pub(super) fn hand_over(&mut self, spec: &Spec) -> std::io::Result<()> {
+        let order = Order {
             program: spec.program.clone().into(),
             args: spec.args.iter().map(Into::into).collect(),
             env: spec

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use super::keeper::KeeperArgs;
+use super::keeper_args::KeeperArgs;
 
 /// The environment variable that overrides the choice.
 pub const ENV: &str = "MURMUR_CONTAINMENT";

@@ -29,13 +29,11 @@ use nix::sys::signal::{kill, SigSet, SigmaskHow, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::{fork, getegid, geteuid, ForkResult, Pid};
 
-pub use super::keeper_args::KeeperArgs;
+pub use super::keeper_args::{KeeperArgs, SUBCOMMAND};
 use super::lockdown;
 use super::setup::{become_subreaper, ChildSetup};
 use super::tree;
 
-/// The hidden subcommand the capsule runs.
-pub const SUBCOMMAND: &str = "__contain";
 /// The descriptor the keeper writes its status line on.
 /// The keeper's exit status when it could not set up containment.
 const SETUP_FAILED: i32 = 125;
@@ -332,7 +330,7 @@ fn run_init(
         return supervise(args, status, Ending::Namespace, proxy);
     };
     // A ready keeper: everything above was built before the task; the program comes now.
-    match super::ready::Order::receive(fd) {
+    match super::order::Order::receive(fd) {
         Some(order) => {
             let args = order.apply(args);
             supervise(&args, status, Ending::Namespace, proxy)

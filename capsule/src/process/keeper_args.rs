@@ -6,8 +6,10 @@ use std::ffi::OsString;
 use std::os::fd::RawFd;
 use std::path::PathBuf;
 
-use super::keeper::SUBCOMMAND;
 use super::keeper_exe::STAMP;
+
+/// The hidden subcommand the capsule runs.
+pub const SUBCOMMAND: &str = "__contain";
 
 /// The keeper's command line, built and read in this one place.
 #[derive(Clone, Debug, Default)]

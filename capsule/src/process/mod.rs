@@ -13,6 +13,7 @@ pub mod limits;
 mod lockdown;
 mod masks;
 pub mod netns;
+mod order;
 pub mod ready;
 mod seccomp;
 mod setup;

@@ -9,31 +9,55 @@
 //! when its order pipe closes unsent.
 
 use std::ffi::OsString;
-use std::fs::File;
-use std::io::Read;
-use std::os::fd::{FromRawFd, RawFd};
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
-use super::contained::Contained;
-use super::files::FilesWall;
-use super::keeper::KeeperArgs;
+use super::contained::{Contained, Spec, Walls};
+use super::containment::{Containment, Mode};
 
-/// What a keeper builds before any task: everything a ready keeper must match to be taken.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) struct Walls {
-    /// The work folder (the keeper starts in it; the files wall is built around it).
-    pub cwd: PathBuf,
-    /// The loopback ports forwarded into the network namespace (`None`: not jailed).
-    pub jail: Option<Vec<u16>>,
-    pub files: Option<FilesWall>,
-    pub hide: Vec<PathBuf>,
-    /// The attempt's bounds (its cgroup is made with them, its tmp mounted with them).
-    pub limits: Option<super::limits::Limits>,
-    /// The environment the keeper itself runs with (`between_tasks`).
-    pub env: Vec<(String, OsString)>,
+impl Contained {
+    /// Starts `spec` under a keeper in `containment`, with piped stdin, stdout and stderr. In
+    /// namespace mode the ready keeper (`ready`) is taken when it was built with these walls,
+    /// and the next attempt's is started as soon as this one has its own: it builds its walls
+    /// while this attempt runs, and waits through the idle time after it.
+    ///
+    /// The keeper's parent-death signal fires when the *thread* that started it ends, so this
+    /// must run on a thread that lives as long as the capsule (a runtime worker), never in
+    /// `spawn_blocking`, whose idle threads exit and would take their keepers with them.
+    pub fn spawn(containment: &Containment, spec: Spec) -> std::io::Result<Contained> {
+        let namespaces = containment.mode == Mode::Namespaces;
+        let walls = Walls {
+            cwd: spec.cwd.clone(),
+            jail: spec.jail.clone().filter(|_| namespaces),
+            files: spec.files.clone().filter(|_| namespaces),
+            hide: containment.hidden.clone(),
+            limits: spec.limits.clone().map(|mut l| {
+                l.tmp = l.tmp.filter(|_| namespaces);
+                l
+            }),
+            env: between_tasks(&spec.env),
+        };
+        if namespaces {
+            if let Some(mut keeper) = take(&walls) {
+                match keeper.hand_over(&spec) {
+                    Ok(()) => {
+                        prepare_soon(walls);
+                        return Ok(keeper);
+                    }
+                    Err(_) => keeper.discard(),
+                }
+            }
+        }
+        let program = (
+            spec.program.into(),
+            spec.args.into_iter().map(Into::into).collect(),
+        );
+        let keeper = Contained::start(namespaces, &walls, &spec.env, Some(program))?;
+        if namespaces {
+            prepare_soon(walls);
+        }
+        Ok(keeper)
+    }
 }
 
 /// Of a task's environment, what a keeper made ready before it may hold: all but the
@@ -101,84 +125,6 @@ pub async fn close() {
     super::limits::close();
 }
 
-/// What a ready keeper is sent when its task arrives.
-#[derive(Debug, PartialEq, Eq)]
-pub(super) struct Order {
-    pub program: OsString,
-    pub args: Vec<OsString>,
-    pub env: Vec<(OsString, OsString)>,
-}
-
-impl Order {
-    /// Each field NUL-terminated (none can hold a NUL: exec refuses them): the program, the
-    /// number of arguments, the arguments, then `KEY=VALUE` for each variable.
-    pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::new();
-        let mut field = |bytes: &[u8]| {
-            out.extend_from_slice(bytes);
-            out.push(0);
-        };
-        field(self.program.as_bytes());
-        field(self.args.len().to_string().as_bytes());
-        for a in &self.args {
-            field(a.as_bytes());
-        }
-        for (k, v) in &self.env {
-            let mut pair = k.as_bytes().to_vec();
-            pair.push(b'=');
-            pair.extend_from_slice(v.as_bytes());
-            field(&pair);
-        }
-        out
-    }
-
-    pub fn decode(bytes: &[u8]) -> Option<Order> {
-        let body = bytes.strip_suffix(&[0])?;
-        let mut fields = body.split(|b| *b == 0);
-        let text = |b: &[u8]| OsString::from_vec(b.to_vec());
-        let program = text(fields.next().filter(|p| !p.is_empty())?);
-        let count: usize = std::str::from_utf8(fields.next()?).ok()?.parse().ok()?;
-        let args = (0..count)
-            .map(|_| fields.next().map(text))
-            .collect::<Option<Vec<_>>>()?;
-        let env = fields
-            .map(|pair| {
-                let at = pair.iter().position(|b| *b == b'=').filter(|at| *at > 0)?;
-                Some((text(&pair[..at]), text(&pair[at + 1..])))
-            })
-            .collect::<Option<Vec<_>>>()?;
-        Some(Order { program, args, env })
-    }
-
-    /// In the init: reads the order to its end (the capsule closes its end once written).
-    /// `None` when the pipe closed unsent or the order is malformed.
-    pub fn receive(fd: RawFd) -> Option<Order> {
-        // SAFETY: the keeper was started with this descriptor for this one read; nothing else
-        // in this process owns it.
-        let mut pipe = unsafe { File::from_raw_fd(fd) };
-        let mut bytes = Vec::new();
-        pipe.read_to_end(&mut bytes).ok()?;
-        Order::decode(&bytes)
-    }
-
-    /// Takes the order on: this process's environment becomes the program's (the harness
-    /// inherits it, and its program is looked up on its PATH), and the keeper's arguments name
-    /// the program. The init is single-threaded, so changing the environment is sound.
-    pub fn apply(self, args: &KeeperArgs) -> KeeperArgs {
-        for (key, _) in std::env::vars_os() {
-            std::env::remove_var(key);
-        }
-        for (key, value) in &self.env {
-            std::env::set_var(key, value);
-        }
-        KeeperArgs {
-            program: self.program,
-            args: self.args,
-            ..args.clone()
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -199,33 +145,5 @@ mod tests {
             "HOME",
         ]);
         assert_eq!(between_tasks(&task), env(&["PATH", "HOME"]));
-    }
-
-    #[test]
-    fn orders_round_trip() {
-        let order = Order {
-            program: "python3".into(),
-            args: vec!["-c".into(), "print(1)\n=x".into(), "".into()],
-            env: vec![
-                ("MURMUR_TASK_TOKEN".into(), "tok=en".into()),
-                ("EMPTY".into(), "".into()),
-            ],
-        };
-        assert_eq!(Order::decode(&order.encode()), Some(order));
-    }
-
-    #[test]
-    fn malformed_orders_are_refused() {
-        for bad in [
-            &b""[..],
-            b"prog",
-            b"\x000\x00",
-            b"prog\x00x\x00",
-            b"prog\x002\x00one\x00",
-            b"prog\x000\x00NOEQUALS\x00",
-            b"prog\x000\x00=v\x00",
-        ] {
-            assert_eq!(Order::decode(bad), None, "{bad:?}");
-        }
     }
 }
