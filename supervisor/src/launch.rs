@@ -267,3 +267,65 @@ pub fn probe_output(
         }
     }
 }
+
+/// A capsule's stdout: its first line (the ready line) for whoever waits for it, then the
+/// rest relayed to this process's stdout (the entry's answer) or drained. Read by a task on
+/// the supervisor's runtime rather than a thread per capsule: a formation starts hundreds.
+pub struct CapsuleStdout {
+    pub first_line: std::sync::mpsc::Receiver<String>,
+    /// `true`: relay to this process's stdout; `false`: drain.
+    pub relay: tokio::sync::mpsc::UnboundedSender<bool>,
+}
+
+/// Reads a capsule's stdout pipe (see [`CapsuleStdout`]). Called on the runtime.
+pub fn read_stdout(stdout: Option<std::os::fd::OwnedFd>) -> CapsuleStdout {
+    use tokio::io::AsyncBufReadExt;
+    let (line_tx, first_line) = std::sync::mpsc::channel();
+    let (relay, mut go) = tokio::sync::mpsc::unbounded_channel::<bool>();
+    let pipe = stdout.map(tokio::net::unix::pipe::Receiver::from_owned_fd);
+    match pipe {
+        Some(Ok(pipe)) => {
+            tokio::spawn(async move {
+                let mut reader = tokio::io::BufReader::new(pipe);
+                let mut line = String::new();
+                if reader.read_line(&mut line).await.unwrap_or(0) == 0 {
+                    return;
+                }
+                let _ = line_tx.send(line.trim_end().to_owned());
+                let _ = match go.recv().await {
+                    Some(true) => tokio::io::copy(&mut reader, &mut tokio::io::stdout()).await,
+                    _ => tokio::io::copy(&mut reader, &mut tokio::io::sink()).await,
+                };
+            });
+        }
+        // Its waiter then hears that it ended before it was ready, and how it exited.
+        Some(Err(e)) => eprintln!("warning: cannot read a capsule's output: {e}"),
+        None => {}
+    }
+    CapsuleStdout { first_line, relay }
+}
+
+/// The checks a launch makes before anything starts: what this release can run.
+pub fn check_runnable(m: &capsule::manifest::Manifest) -> CliResult<()> {
+    // A door that starts no task never runs inference: any driver (or none) will do.
+    if m.lifecycle.task_acceptance == capsule::manifest::TaskAcceptance::None {
+        return Ok(());
+    }
+    if m.inference.transport == capsule::manifest::Transport::Http {
+        return capsule::runtime::http_agent(m).map(|_| ()).map_err(|why| {
+            CliError::new(
+                Code::NotAvailable,
+                format!("{}: {why}", m.path.display()),
+                "give the http driver's artifact a gateway with an https:// endpoint (plain http:// only to 127.0.0.1 or localhost)",
+            )
+        });
+    }
+    if capsule::harness::driver_of(m).is_none() {
+        return Err(CliError::new(
+            Code::NotAvailable,
+            format!("{}: inference.driver.artifact names no process driver", m.path.display()),
+            "declare the artifact with a process block, or use murmur/driver-claude-code or murmur/driver-codex",
+        ));
+    }
+    Ok(())
+}

@@ -417,6 +417,16 @@ pub fn recorded(workdir: &Path) -> Vec<(String, PathBuf)> {
     found
 }
 
+/// The launched manifest into the records, 0600 like every record (`fs::copy` would carry the
+/// source's mode). At most the 1 MiB a manifest may be: a file grown since it was validated is
+/// refused by the capsule's own load, and must not fill the records meanwhile.
+pub fn copy_manifest(from: &Path, to: &Path) -> std::io::Result<()> {
+    use std::io::Read;
+    let limit = capsule::manifest::limits::MAX_BYTES;
+    let mut source = std::fs::File::open(from)?.take(limit);
+    std::io::copy(&mut source, &mut capsule::private::open(to, false)?).map(|_| ())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

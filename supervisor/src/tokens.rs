@@ -107,3 +107,11 @@ pub fn operator(session_id: &str) -> Option<String> {
 pub fn remove(session_id: &str) {
     let _ = std::fs::remove_file(tokens_path(session_id));
 }
+
+/// The operator's token among what was minted for a capsule.
+pub fn operator_of(minted: &[Minted]) -> Option<String> {
+    minted
+        .iter()
+        .find(|t| t.scopes.is_none())
+        .map(|t| t.token.clone())
+}

@@ -18,7 +18,6 @@ use capsule::manifest::paths::normalize;
 use capsule::runtime::{CapsuleConfig, LaunchTask, READY_LINE};
 
 use super::{Parent, Running, Service};
-use crate::formation::start::{copy_manifest, operator_token, read_stdout};
 use crate::launch;
 use crate::records::{self, RunningCapsule};
 use crate::tokens;
@@ -69,13 +68,13 @@ pub async fn start(service: &Arc<Service>, parent: &Parent, req: Request) -> Res
         ));
     }
     let manifest = capsule::manifest::load(&path).map_err(|e| e.to_string())?;
-    crate::formation::plan::check_runnable(&manifest).map_err(|e| e.to_string())?;
+    launch::check_runnable(&manifest).map_err(|e| e.to_string())?;
     let dir = parent
         .records
         .join("children")
         .join(folder_name(&manifest.name));
     capsule::private::create_dir_under(&records::home(), &dir)
-        .and_then(|_| copy_manifest(&manifest.path, &dir.join("manifest.yaml")))
+        .and_then(|_| records::copy_manifest(&manifest.path, &dir.join("manifest.yaml")))
         .map_err(|e| {
             format!(
                 "cannot write the sub-capsule's records in {}: {e}",
@@ -149,7 +148,7 @@ pub async fn start(service: &Arc<Service>, parent: &Parent, req: Request) -> Res
     drop(theirs);
     drop(listener);
     let pid = process.pid;
-    let stdout = read_stdout(process.stdout);
+    let stdout = launch::read_stdout(process.stdout);
     let record = RunningCapsule {
         pid: pid as u32,
         supervisor_pid: std::process::id(),
@@ -172,7 +171,7 @@ pub async fn start(service: &Arc<Service>, parent: &Parent, req: Request) -> Res
         Running {
             pid,
             url: url.clone(),
-            operator: operator_token(&minted),
+            operator: tokens::operator_of(&minted),
             session_id: session.clone(),
             parent: parent.session_id.clone(),
             record: record.clone(),

@@ -3,11 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
-use capsule::manifest::{
-    self, Document, Manifest, OnMemberFailure, Restart, TaskAcceptance, Transport,
-};
+use capsule::manifest::{self, Document, Manifest, OnMemberFailure, Restart};
 
-use crate::error::{CliError, CliResult, Code};
+use crate::error::{CliError, CliResult};
 
 /// One capsule the launch starts.
 pub struct PlannedMember {
@@ -50,7 +48,7 @@ impl Plan {
             manifest::load_document(path).map_err(|e| CliError::Formatted(e.to_string()))?;
         let plan = Plan::of(document);
         for m in &plan.members {
-            check_runnable(&m.manifest).map_err(|e| match plan.is_formation() {
+            crate::launch::check_runnable(&m.manifest).map_err(|e| match plan.is_formation() {
                 true => e.within(&format!("member {}", m.name)),
                 false => e,
             })?;
@@ -129,29 +127,4 @@ impl Plan {
     pub fn is_formation(&self) -> bool {
         self.formation.is_some()
     }
-}
-
-/// The checks a launch makes before anything starts: what this release can run.
-pub fn check_runnable(m: &Manifest) -> CliResult<()> {
-    // A door that starts no task never runs inference: any driver (or none) will do.
-    if m.lifecycle.task_acceptance == TaskAcceptance::None {
-        return Ok(());
-    }
-    if m.inference.transport == Transport::Http {
-        return capsule::runtime::http_agent(m).map(|_| ()).map_err(|why| {
-            CliError::new(
-                Code::NotAvailable,
-                format!("{}: {why}", m.path.display()),
-                "give the http driver's artifact a gateway with an https:// endpoint (plain http:// only to 127.0.0.1 or localhost)",
-            )
-        });
-    }
-    if capsule::harness::driver_of(m).is_none() {
-        return Err(CliError::new(
-            Code::NotAvailable,
-            format!("{}: inference.driver.artifact names no process driver", m.path.display()),
-            "declare the artifact with a process block, or use murmur/driver-claude-code or murmur/driver-codex",
-        ));
-    }
-    Ok(())
 }

@@ -12,7 +12,6 @@ use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use serde_json::{json, Value};
-use tokio::net::unix::pipe::Receiver;
 
 use capsule::clock::Millis;
 use capsule::ids::SessionId;
@@ -22,7 +21,7 @@ use capsule::wiring::Source;
 
 use super::plan::Plan;
 use super::restart::Restarts;
-use super::supervise::{supervise, Exits, Stops};
+use super::supervise::{supervise, Exits, Member, Respawn, Stops};
 use super::wire;
 use crate::delegation::{Parent, Service};
 use crate::error::{CliError, CliResult, Code};
@@ -39,31 +38,6 @@ pub struct Options {
     pub workdir: PathBuf,
     pub json: bool,
     pub containment: Option<Containment>,
-}
-
-/// One started member.
-pub(super) struct Member {
-    pub(super) name: String,
-    pub(super) pid: i32,
-    pub(super) url: String,
-    pub(super) session_id: String,
-    pub(super) records: PathBuf,
-    pub(super) stdout: CapsuleStdout,
-    pub(super) operator: Option<String>,
-    pub(super) record: RunningCapsule,
-    pub(super) alive: bool,
-    /// Its restarts so far, by its `restart` policy.
-    pub(super) restarts: Restarts,
-    /// What starting it again takes, for a member that may restart: its listener (kept open,
-    /// so its port and its callers' wiring stay good across restarts), its config (same
-    /// session, same token digests) and its delegation parent.
-    pub(super) respawn: Option<Respawn>,
-}
-
-pub(super) struct Respawn {
-    pub(super) listener: TcpListener,
-    pub(super) config: CapsuleConfig,
-    pub(super) parent: Parent,
 }
 
 /// Launches `plan` and supervises it to its end; answers `mur run`'s exit status.
@@ -202,7 +176,7 @@ fn make_records(plan: &Plan, workdir: &Path, sessions: &[SessionId]) -> CliResul
         capsule::private::create_dir_under(&records::home(), &dir)
             .and_then(|_| match copies.get(m.manifest.path.as_path()) {
                 Some(first) => records::share(first, &to),
-                None => copy_manifest(&m.manifest.path, &to),
+                None => records::copy_manifest(&m.manifest.path, &to),
             })
             .map_err(|e| records_error(&dir, e))?;
         copies.entry(m.manifest.path.as_path()).or_insert(to);
@@ -255,16 +229,6 @@ fn write_rosters(plan: &Plan, sessions: &[SessionId], dirs: &[PathBuf]) -> CliRe
         records::share(&written, &dir.join(records::ROSTER)).map_err(|e| records_error(dir, e))?;
     }
     Ok(())
-}
-
-/// The launched manifest into the records, 0600 like every record (`fs::copy` would carry the
-/// source's mode). At most the 1 MiB a manifest may be: a file grown since it was validated is
-/// refused by the capsule's own load, and must not fill the records meanwhile.
-pub(crate) fn copy_manifest(from: &Path, to: &Path) -> std::io::Result<()> {
-    use std::io::Read;
-    let limit = capsule::manifest::limits::MAX_BYTES;
-    let mut source = std::fs::File::open(from)?.take(limit);
-    std::io::copy(&mut source, &mut capsule::private::open(to, false)?).map(|_| ())
 }
 
 /// Every member's listener, before anything starts. A taken pin names its member.
@@ -428,8 +392,8 @@ fn spawn_all(
             url: urls[i].clone(),
             session_id: sessions[i].to_string(),
             records: dirs[i].clone(),
-            stdout: read_stdout(child.stdout),
-            operator: operator_token(&minted[i]),
+            stdout: launch::read_stdout(child.stdout),
+            operator: tokens::operator_of(&minted[i]),
             record,
             alive: true,
             restarts,
@@ -443,50 +407,6 @@ fn spawn_all(
         }
     }
     Ok(members)
-}
-
-pub(crate) fn operator_token(minted: &[Minted]) -> Option<String> {
-    minted
-        .iter()
-        .find(|t| t.scopes.is_none())
-        .map(|t| t.token.clone())
-}
-
-/// A capsule's stdout: its first line (the ready line) for whoever waits for it, then the
-/// rest relayed to this process's stdout (the entry's answer) or drained. Read by a task on
-/// the supervisor's runtime rather than a thread per capsule: a formation starts hundreds.
-pub(crate) struct CapsuleStdout {
-    pub(crate) first_line: mpsc::Receiver<String>,
-    /// `true`: relay to this process's stdout; `false`: drain.
-    pub(crate) relay: tokio::sync::mpsc::UnboundedSender<bool>,
-}
-
-/// Reads a capsule's stdout pipe (see [`CapsuleStdout`]). Called on the runtime.
-pub(crate) fn read_stdout(stdout: Option<std::os::fd::OwnedFd>) -> CapsuleStdout {
-    use tokio::io::AsyncBufReadExt;
-    let (line_tx, first_line) = mpsc::channel();
-    let (relay, mut go) = tokio::sync::mpsc::unbounded_channel::<bool>();
-    let pipe = stdout.map(Receiver::from_owned_fd);
-    match pipe {
-        Some(Ok(pipe)) => {
-            tokio::spawn(async move {
-                let mut reader = tokio::io::BufReader::new(pipe);
-                let mut line = String::new();
-                if reader.read_line(&mut line).await.unwrap_or(0) == 0 {
-                    return;
-                }
-                let _ = line_tx.send(line.trim_end().to_owned());
-                let _ = match go.recv().await {
-                    Some(true) => tokio::io::copy(&mut reader, &mut tokio::io::stdout()).await,
-                    _ => tokio::io::copy(&mut reader, &mut tokio::io::sink()).await,
-                };
-            });
-        }
-        // Its waiter then hears that it ended before it was ready, and how it exited.
-        Some(Err(e)) => eprintln!("warning: cannot read a capsule's output: {e}"),
-        None => {}
-    }
-    CapsuleStdout { first_line, relay }
 }
 
 /// Waits (bounded) for every member's ready line. Listeners were bound before anything

@@ -17,10 +17,42 @@ use capsule::manifest::OnMemberFailure;
 use super::failure;
 use super::plan::Plan;
 use super::restart::Decision;
-use super::start::{read_stdout, Member};
+use super::restart::Restarts;
 use crate::client;
 use crate::delegation::Service;
 use crate::launch;
+use std::net::TcpListener;
+use std::path::PathBuf;
+
+use capsule::runtime::CapsuleConfig;
+
+use crate::delegation::Parent;
+use crate::records::RunningCapsule;
+
+/// One started member.
+pub(super) struct Member {
+    pub(super) name: String,
+    pub(super) pid: i32,
+    pub(super) url: String,
+    pub(super) session_id: String,
+    pub(super) records: PathBuf,
+    pub(super) stdout: launch::CapsuleStdout,
+    pub(super) operator: Option<String>,
+    pub(super) record: RunningCapsule,
+    pub(super) alive: bool,
+    /// Its restarts so far, by its `restart` policy.
+    pub(super) restarts: Restarts,
+    /// What starting it again takes, for a member that may restart: its listener (kept open,
+    /// so its port and its callers' wiring stay good across restarts), its config (same
+    /// session, same token digests) and its delegation parent.
+    pub(super) respawn: Option<Respawn>,
+}
+
+pub(super) struct Respawn {
+    pub(super) listener: TcpListener,
+    pub(super) config: CapsuleConfig,
+    pub(super) parent: Parent,
+}
 
 /// How many unclaimed exits [`Exits`] keeps.
 const SEEN_KEPT: usize = 1024;
@@ -253,7 +285,7 @@ fn respawn(m: &mut Member, service: &Arc<Service>) {
     };
     m.pid = child.pid;
     m.alive = true;
-    m.stdout = read_stdout(child.stdout);
+    m.stdout = launch::read_stdout(child.stdout);
     // Only the entry's answer is relayed; a member's output is drained.
     let _ = m.stdout.relay.send(false);
     m.record.pid = m.pid as u32;
