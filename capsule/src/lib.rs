@@ -13,6 +13,7 @@ pub mod egress;
 pub mod errands;
 pub mod gateway;
 pub mod harness;
+pub mod held;
 pub mod ids;
 pub mod inference;
 pub mod manifest;
@@ -39,7 +40,7 @@ pub mod wiring;
 #[cfg(test)]
 mod layering {
     /// Every source file below the door, with what it must not name.
-    const BELOW: [(&str, &str, &[&str]); 38] = [
+    const BELOW: [(&str, &str, &[&str]); 42] = [
         ("auth/mod.rs", include_str!("auth/mod.rs"), &["door"]),
         ("auth/scope.rs", include_str!("auth/scope.rs"), &["door"]),
         (
@@ -125,11 +126,19 @@ mod layering {
         ("shell/mod.rs", include_str!("shell/mod.rs"), SHELL_ABOVE),
         ("shell/run.rs", include_str!("shell/run.rs"), SHELL_ABOVE),
         ("shell/line.rs", include_str!("shell/line.rs"), SHELL_ABOVE),
+        ("held/mod.rs", include_str!("held/mod.rs"), HELD_ABOVE),
         (
-            "shell/output.rs",
-            include_str!("shell/output.rs"),
-            SHELL_ABOVE,
+            "held/commands.rs",
+            include_str!("held/commands.rs"),
+            HELD_ABOVE,
         ),
+        (
+            "held/harness_sessions.rs",
+            include_str!("held/harness_sessions.rs"),
+            HELD_ABOVE,
+        ),
+        ("held/output.rs", include_str!("held/output.rs"), HELD_ABOVE),
+        ("session.rs", include_str!("session.rs"), SESSION_ABOVE),
         (
             "gateway/mod.rs",
             include_str!("gateway/mod.rs"),
@@ -219,6 +228,11 @@ mod layering {
     /// The gateway is handed its spend scopes and its trace; the session and the harness hold
     /// it, never the other way.
     const GATEWAY_ABOVE: &[&str] = &["door", "session", "harness", "agent", "runtime"];
+    /// What a session holds for the harness and the shell is below all three.
+    const HELD_ABOVE: &[&str] = &["door", "session", "harness", "shell", "agent", "runtime"];
+    /// The session holds state for the harness, the shell and the egress proxy, which take it:
+    /// it names none of them.
+    const SESSION_ABOVE: &[&str] = &["door", "harness", "shell", "egress", "agent", "runtime"];
     /// The shell is a tool the agent loop and the door's cancel use; it reaches neither.
     const SHELL_ABOVE: &[&str] = &["door", "agent", "runtime"];
     /// Processes are started and ended for everything above, and know nothing of it.

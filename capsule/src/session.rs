@@ -14,7 +14,7 @@ use crate::delegation::completion::Awaited;
 use crate::delegation::protocol::CompletionTarget;
 use crate::delegation::supervisor::Supervisor;
 use crate::errands::Errands;
-use crate::harness::HarnessSessions;
+use crate::held::harness_sessions::HarnessSessions;
 use crate::ids::{SessionId, TaskId};
 use crate::manifest::Manifest;
 use crate::stream::EventLog;
@@ -48,8 +48,8 @@ pub struct Session {
     task_tokens: Mutex<HashMap<[u8; 32], TaskId>>,
     /// What the session's tasks leave running past their end.
     pub residue: Residue,
-    /// The shell commands the model of an http capsule runs (`crate::shell`).
-    pub commands: crate::shell::Commands,
+    /// The shell commands the model of an http capsule runs (the shell module runs them).
+    pub commands: crate::held::commands::Commands,
     /// The formation wiring of a member; `None` for a capsule launched alone.
     pub wiring: Option<Wiring>,
     /// Where this capsule may connect (`capabilities.network.allow`, plus a member's callees).
@@ -279,7 +279,7 @@ impl Session {
         if was == TaskState::Submitted {
             self.end_in_queue(std::slice::from_ref(&id)).await;
         }
-        crate::shell::demote_task(self, &id);
+        self.commands.demote_task(&id, &self.residue, &self.trace);
         Ok((task, was))
     }
 
@@ -294,7 +294,7 @@ impl Session {
             .collect();
         self.end_in_queue(&queued).await;
         for (id, _) in &canceled {
-            crate::shell::demote_task(self, id);
+            self.commands.demote_task(id, &self.residue, &self.trace);
         }
         canceled
     }

@@ -12,7 +12,6 @@ pub mod preset;
 pub(crate) mod protect;
 mod reader;
 pub mod route;
-mod sessions;
 mod stdin;
 mod watched;
 
@@ -22,8 +21,8 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
+pub use crate::held::harness_sessions::HarnessSessions;
 pub use dialect::Transcript;
-pub use sessions::HarnessSessions;
 
 use crate::egress::Grant;
 use crate::ids::TaskId;

@@ -14,7 +14,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::watch;
 
 use super::line::{self, Refused};
-use super::{background, cut, Command, Ended, Place};
+use super::{cut, Command, Ended, Place};
 use crate::clock::Millis;
 use crate::egress::{Exits, Grant};
 use crate::harness;
@@ -276,7 +276,11 @@ async fn wait_for(
         }
         _ = tokio::time::sleep(wait) => {}
     }
-    if background(session, command, Backgrounded::Waited) {
+    let waited = Backgrounded::Waited;
+    if session
+        .commands
+        .background(command, waited, &session.residue, &session.trace)
+    {
         return Ok(running(
             command,
             &format!("still running after {} s", wait.as_secs()),
