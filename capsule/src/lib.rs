@@ -35,6 +35,10 @@ pub mod tls;
 pub mod trace;
 pub mod wiring;
 
+#[cfg(test)]
+#[path = "../../tests/layering/graph.rs"]
+mod import_graph;
+
 /// The modules below the door must not reach back up: the door depends on tasks, auth and
 /// stream, never the other way, and stream is handed what it reads rather than the session.
 #[cfg(test)]
@@ -239,6 +243,23 @@ mod layering {
     const PROCESS_ABOVE: &[&str] = &[
         "door", "session", "harness", "agent", "tasks", "stream", "auth", "trace", "runtime",
     ];
+
+    /// Drawn from every `use` tree and `crate::` / `super::` path of `src/`: no two files
+    /// import each other, directly or around a circle, whatever floor they are on.
+    #[test]
+    fn no_file_imports_in_a_circle() {
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let graph = crate::import_graph::Graph::of(&crate::import_graph::sources(&src));
+        assert!(graph.edges.len() >= 100, "only {} files", graph.edges.len());
+        crate::import_graph::assert_no_cycles(&graph);
+    }
+
+    #[test]
+    fn the_graph_sees_grouped_imports_and_a_circle_on_one_floor() {
+        let g = crate::import_graph::Graph::of(&crate::import_graph::fixture());
+        assert!(g.edges["door/mod.rs"].contains("tasks/mod.rs"));
+        assert_eq!(g.cycles(), [["door/check.rs", "door/span.rs"]]);
+    }
 
     #[test]
     fn nothing_below_the_door_imports_what_is_above_it() {

@@ -394,24 +394,14 @@ fn capsule_main() -> i32 {
 /// client → records / tokens / process start. Read from the sources, so a new file is held to
 /// it too.
 #[cfg(test)]
-mod layering {
-    use std::path::{Path, PathBuf};
+#[path = "../../tests/layering/graph.rs"]
+mod import_graph;
 
-    fn sources(under: &Path) -> Vec<PathBuf> {
-        let mut out = Vec::new();
-        let Ok(entries) = std::fs::read_dir(under) else {
-            return vec![under.to_path_buf()];
-        };
-        for e in entries.flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                out.extend(sources(&p));
-            } else if p.extension().is_some_and(|x| x == "rs") {
-                out.push(p);
-            }
-        }
-        out
-    }
+#[cfg(test)]
+mod layering {
+    use std::path::Path;
+
+    use crate::import_graph::{assert_no_cycles, fixture, sources, Graph};
 
     /// The supervisor's floors, top first: a module may import its own floor and those below,
     /// never one above. Every module of `src/` is on one floor.
@@ -424,56 +414,76 @@ mod layering {
         &["records", "tokens", "launch", "error", "terminal"],
     ];
 
+    /// The floor of `file`'s top module; `None` for the binaries' roots.
+    fn floor_of(file: &str) -> Option<usize> {
+        let top = file.split('/').next()?.trim_end_matches(".rs");
+        if ["main", "keeper"].contains(&top) {
+            return None;
+        }
+        let floor = FLOORS.iter().position(|f| f.contains(&top));
+        assert!(
+            floor.is_some(),
+            "src/{top} is on no floor of the layering test"
+        );
+        floor
+    }
+
+    fn graph() -> Graph {
+        Graph::of(&sources(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src")))
+    }
+
     #[test]
     fn nothing_imports_what_is_above_it() {
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-        let mut checked = 0;
-        for (floor, modules) in FLOORS.iter().enumerate() {
-            let above: Vec<&str> = FLOORS[..floor]
-                .iter()
-                .flat_map(|f| f.iter().copied())
-                .collect();
-            for module in *modules {
-                let dir = src.join(module);
-                let files = if dir.is_dir() {
-                    sources(&dir)
-                } else {
-                    vec![src.join(format!("{module}.rs"))]
+        let graph = graph();
+        assert!(graph.edges.len() >= 30, "only {} files", graph.edges.len());
+        for (file, targets) in &graph.edges {
+            let Some(floor) = floor_of(file) else {
+                continue;
+            };
+            for target in targets {
+                let Some(to) = floor_of(target) else {
+                    continue;
                 };
-                for file in files {
-                    let text = std::fs::read_to_string(&file).unwrap_or_default();
-                    assert!(
-                        !text.is_empty(),
-                        "{} is not a module of src/",
-                        file.display()
-                    );
-                    checked += 1;
-                    for up in &above {
-                        assert!(
-                            !text.contains(&format!("crate::{up}::"))
-                                && !text.contains(&format!("crate::{up};"))
-                                && !text.contains(&format!("crate::{up}}}")),
-                            "{} imports crate::{up}, which is above it",
-                            file.display()
-                        );
-                    }
-                }
+                assert!(
+                    to >= floor,
+                    "{file} imports {target}, which is above it: move what it needs down"
+                );
             }
         }
-        // Every module of src/ is on a floor; the two binaries' roots (`mur`, `mur-keeper`)
-        // are no modules.
-        for entry in std::fs::read_dir(&src).into_iter().flatten().flatten() {
-            let name = entry
-                .file_name()
-                .to_string_lossy()
-                .trim_end_matches(".rs")
-                .to_owned();
-            assert!(
-                ["main", "keeper"].contains(&name.as_str())
-                    || FLOORS.iter().any(|f| f.contains(&name.as_str())),
-                "src/{name} is on no floor of the layering test"
-            );
-        }
-        assert!(checked >= 10, "only {checked} files were read");
+    }
+
+    #[test]
+    fn no_file_imports_in_a_circle() {
+        assert_no_cycles(&graph());
+    }
+
+    /// Two modules of one floor may not lean on each other either (delegation and formation
+    /// once did, through files that did not import each other directly).
+    #[test]
+    fn no_module_imports_in_a_circle() {
+        assert_no_cycles(&graph().modules());
+    }
+
+    #[test]
+    fn the_graph_sees_grouped_imports_and_a_circle_on_one_floor() {
+        let g = Graph::of(&fixture());
+        assert!(
+            g.edges["door/mod.rs"].contains("tasks/mod.rs"),
+            "{:?}",
+            g.edges
+        );
+        // A parent naming its own child is the module tree, not an import.
+        assert!(!g.edges["door/mod.rs"].contains("door/check.rs"));
+        assert!(g.edges["door/check.rs"].contains("door/mod.rs"));
+        assert!(
+            !g.edges["tasks/mod.rs"].contains("door/mod.rs"),
+            "test code is no import"
+        );
+        assert_eq!(
+            g.cycles(),
+            [["door/check.rs", "door/span.rs"]],
+            "{:?}",
+            g.edges
+        );
     }
 }

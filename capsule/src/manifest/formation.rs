@@ -35,7 +35,7 @@ pub struct Formation {
     /// together, and prices they all use.
     pub spend: Box<super::SpendPolicy>,
     /// The top-level `telemetry:` beside `formation:`: where every member's spans go.
-    pub telemetry: super::telemetry::Telemetry,
+    pub telemetry: Box<super::telemetry::Telemetry>,
 }
 
 /// `formation.on_member_failure`.
@@ -270,7 +270,11 @@ pub fn read(
         &top.path("spend"),
         None,
     )?);
-    let telemetry = super::telemetry::read(r, top.get("telemetry"), &top.path("telemetry"))?;
+    let telemetry = Box::new(super::telemetry::read(
+        r,
+        top.get("telemetry"),
+        &top.path("telemetry"),
+    )?);
     Ok(Formation {
         path,
         dir,

@@ -1,13 +1,12 @@
 //! A formation's top-level `telemetry:` block (docs/telemetry.md): where every member and
-//! sub-capsule sends its spans, as the standard OpenTelemetry variables say it. The supervisor
-//! hands each capsule the variables its own environment leaves unset, so the environment wins.
+//! sub-capsule sends its spans. Plain data: the supervisor turns it into the standard
+//! OpenTelemetry variables its own environment leaves unset, so the environment wins.
 
 use serde_yaml::Value;
 
 use super::error::ManifestError;
 use super::keypath::KeyPath;
 use super::reader::Reader;
-use crate::telemetry::config;
 
 const KEYS: [&str; 5] = [
     "endpoint",
@@ -17,21 +16,17 @@ const KEYS: [&str; 5] = [
     "capture_message_content",
 ];
 
-/// What the block sets, as OpenTelemetry variables.
+/// What the block sets, each in the form its OpenTelemetry variable takes.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Telemetry {
-    pub variables: Vec<(&'static str, String)>,
-}
-
-impl Telemetry {
-    /// The variables the block sets that `var` (the environment) leaves unset or empty.
-    pub fn unset_in(&self, var: impl Fn(&str) -> Option<String>) -> Vec<(&'static str, String)> {
-        self.variables
-            .iter()
-            .filter(|(name, _)| var(name).is_none_or(|v| v.trim().is_empty()))
-            .cloned()
-            .collect()
-    }
+    /// `endpoint`: the collector's OTLP/HTTP base URL.
+    pub endpoint: Option<String>,
+    /// `headers`, joined `name=value,name=value`.
+    pub headers: Option<String>,
+    pub service_name: Option<String>,
+    /// `resource_attributes`, joined `name=value,name=value`.
+    pub resource_attributes: Option<String>,
+    pub capture_message_content: Option<bool>,
 }
 
 pub fn read(r: &Reader, value: Option<&Value>, path: &KeyPath) -> Result<Telemetry, ManifestError> {
@@ -47,12 +42,9 @@ pub fn read(r: &Reader, value: Option<&Value>, path: &KeyPath) -> Result<Telemet
         if !endpoint.starts_with("http://") {
             return Err(r.bad(&at, "an http:// URL", v, format!("{hint} (murmur sends plain HTTP to a collector beside it, which forwards over TLS)")));
         }
-        t.variables.push((config::ENDPOINT, endpoint));
+        t.endpoint = Some(endpoint);
     }
-    for (key, variable) in [
-        ("headers", config::HEADERS),
-        ("resource_attributes", config::RESOURCE_ATTRIBUTES),
-    ] {
+    for key in ["headers", "resource_attributes"] {
         let at = f.path(key);
         let mut pairs = Vec::new();
         for (name, v) in r.entries(f.get(key), &at)? {
@@ -67,8 +59,10 @@ pub fn read(r: &Reader, value: Option<&Value>, path: &KeyPath) -> Result<Telemet
             }
             pairs.push(format!("{name}={text}"));
         }
-        if !pairs.is_empty() {
-            t.variables.push((variable, pairs.join(",")));
+        let joined = (!pairs.is_empty()).then(|| pairs.join(","));
+        match key {
+            "headers" => t.headers = joined,
+            _ => t.resource_attributes = joined,
         }
     }
     if let Some(v) = f.get("service_name") {
@@ -77,31 +71,11 @@ pub fn read(r: &Reader, value: Option<&Value>, path: &KeyPath) -> Result<Telemet
             &f.path("service_name"),
             "write service_name: my-formation",
         )?;
-        t.variables.push((config::SERVICE_NAME, name));
+        t.service_name = Some(name);
     }
     if let Some(v) = f.get("capture_message_content") {
         let on = r.boolean(v, &f.path("capture_message_content"))?;
-        t.variables.push((config::CAPTURE_CONTENT, on.to_string()));
+        t.capture_message_content = Some(on);
     }
     Ok(t)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_environment_wins_over_the_block() {
-        let t = Telemetry {
-            variables: vec![
-                (config::ENDPOINT, "http://collector:4318".into()),
-                (config::SERVICE_NAME, "split".into()),
-            ],
-        };
-        let env = |k: &str| (k == config::ENDPOINT).then(|| "http://mine:4318".to_owned());
-        assert_eq!(
-            t.unset_in(env),
-            vec![(config::SERVICE_NAME, "split".into())]
-        );
-    }
 }

@@ -37,6 +37,28 @@ pub const VARIABLES: [&str; 9] = [
     CAPTURE_CONTENT,
 ];
 
+/// A formation's `telemetry:` block as the variables it sets, those `var` (the environment)
+/// leaves unset or empty only: the environment wins.
+pub fn from_block(
+    block: &crate::manifest::telemetry::Telemetry,
+    var: impl Fn(&str) -> Option<String>,
+) -> Vec<(&'static str, String)> {
+    let set = [
+        (ENDPOINT, block.endpoint.clone()),
+        (HEADERS, block.headers.clone()),
+        (SERVICE_NAME, block.service_name.clone()),
+        (RESOURCE_ATTRIBUTES, block.resource_attributes.clone()),
+        (
+            CAPTURE_CONTENT,
+            block.capture_message_content.map(|c| c.to_string()),
+        ),
+    ];
+    set.into_iter()
+        .filter_map(|(name, value)| Some((name, value?)))
+        .filter(|(name, _)| var(name).is_none_or(|v| v.trim().is_empty()))
+        .collect()
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
     /// The full URL spans are posted to.
@@ -152,6 +174,17 @@ mod tests {
         )]))
         .unwrap_err();
         assert!(e.contains("run an OpenTelemetry Collector there"), "{e}");
+    }
+
+    #[test]
+    fn the_environment_wins_over_a_formations_block() {
+        let block = crate::manifest::telemetry::Telemetry {
+            endpoint: Some("http://collector:4318".into()),
+            service_name: Some("split".into()),
+            ..Default::default()
+        };
+        let set = from_block(&block, env(&[(ENDPOINT, "http://mine:4318")]));
+        assert_eq!(set, vec![(SERVICE_NAME, "split".to_owned())]);
     }
 
     #[test]

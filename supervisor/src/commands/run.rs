@@ -124,7 +124,8 @@ fn workdir(dir: Option<&Path>) -> CliResult<PathBuf> {
 /// nothing has been started yet.
 fn telemetry_from(plan: &Plan) -> CliResult<()> {
     if let Some(f) = &plan.formation {
-        for (name, value) in f.telemetry.unset_in(|k| std::env::var(k).ok()) {
+        let block = capsule::telemetry::config::from_block(&f.telemetry, |k| std::env::var(k).ok());
+        for (name, value) in block {
             std::env::set_var(name, value);
         }
     }

@@ -93,7 +93,7 @@ impl Plan {
                         version: f.version,
                         on_member_failure: f.on_member_failure,
                         spend: *f.spend,
-                        telemetry: f.telemetry,
+                        telemetry: *f.telemetry,
                     }),
                     members,
                     entry,

@@ -322,26 +322,19 @@ fn a_member_manifest_error_propagates() {
 }
 
 #[test]
-fn a_telemetry_block_becomes_the_opentelemetry_variables_and_refuses_what_would_not_read() {
-    use crate::telemetry::config;
+fn a_telemetry_block_reads_as_its_settings_and_refuses_what_would_not_read() {
     let block = "telemetry:\n  endpoint: http://localhost:4318\n  headers: { x-team: agents, authorization: Basic abc }\n  service_name: review\n  resource_attributes: { deployment.environment: dev }\n  capture_message_content: true\n";
     let (root, result) = load("telemetry", &format!("{FORMATION}{block}"));
     let f = result.unwrap();
     assert_eq!(
-        f.telemetry.variables,
-        [
-            (config::ENDPOINT, "http://localhost:4318".to_owned()),
-            (
-                config::HEADERS,
-                "x-team=agents,authorization=Basic abc".to_owned()
-            ),
-            (
-                config::RESOURCE_ATTRIBUTES,
-                "deployment.environment=dev".to_owned()
-            ),
-            (config::SERVICE_NAME, "review".to_owned()),
-            (config::CAPTURE_CONTENT, "true".to_owned()),
-        ]
+        *f.telemetry,
+        crate::manifest::telemetry::Telemetry {
+            endpoint: Some("http://localhost:4318".into()),
+            headers: Some("x-team=agents,authorization=Basic abc".into()),
+            service_name: Some("review".into()),
+            resource_attributes: Some("deployment.environment=dev".into()),
+            capture_message_content: Some(true),
+        }
     );
     let _ = std::fs::remove_dir_all(root);
     refused(
