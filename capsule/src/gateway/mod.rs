@@ -13,6 +13,9 @@
 //!
 //! A refused call is answered in the provider's own error format, so the CLI ends its turn and
 //! says why, and the attempt is told to wind down; its task fails with the ceiling's sentence.
+//!
+//! Over 600 lines: a call's one path (placeholder, ceilings, forwarding, the metered answer and
+//! its span) reads top to bottom here; the API shapes, meter, spend and ledger are apart.
 
 mod api;
 pub mod ledger;

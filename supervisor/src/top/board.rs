@@ -3,6 +3,8 @@
 //! flight, and the alerts (refusals and failures) as they happened. Updated from WatchSession
 //! events, ListTasks answers and trace records; read by the screen and the snapshot alike. No
 //! I/O here, so every rule is tested directly. Everything it holds is bounded.
+//!
+//! Over 600 lines: one model fed by three sources, whose updates must agree; its tests are apart.
 
 use std::collections::{HashMap, VecDeque};
 

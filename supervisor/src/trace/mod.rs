@@ -1,6 +1,8 @@
 //! A session's trace.jsonl as text: the sections `mur trace show` prints (Session, Tasks,
 //! Harness, Shell, Spend, Peers, Delegations), and with [`formation`] every member's trace interleaved
 //! by time. Read by `mur trace show` and by `mur top`'s trace pane, so both say the same.
+//!
+//! Over 600 lines with its unit tests (the sections alone are under 530).
 
 pub mod formation;
 pub mod otlp;

@@ -2,6 +2,9 @@
 //! JSON line. Every caller names an event and its typed fields; none spells an `event_type` or
 //! a key, so a record cannot drift from what `mur trace show` and the tests read. No variant has
 //! a field that could hold a token.
+//!
+//! Over 600 lines: one enum of every record type and its spellings, so that no record's JSON
+//! shape lives in two places; its tests are apart.
 
 use std::path::{Path, PathBuf};
 
