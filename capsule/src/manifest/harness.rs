@@ -11,7 +11,7 @@ use crate::manifest::keypath::KeyPath;
 use crate::manifest::model::{
     Artifact, HarnessPolicy, Inference, Permissions, StateHome, Transport, Wall,
 };
-use crate::manifest::reader::Reader;
+use crate::manifest::reader::{Fields, Reader};
 use serde_yaml::Value;
 
 const KEYS: [&str; 13] = [
@@ -57,6 +57,25 @@ pub struct Written {
 }
 
 /// The block as written; `checked` then holds it against the driver.
+/// `key`'s list of strings (absent: empty), each read by `item` with its own key path.
+fn list_of<T>(
+    r: &Reader,
+    f: &Fields,
+    key: &str,
+    example: &str,
+    mut item: impl FnMut(KeyPath, String) -> Result<T, ManifestError>,
+) -> Result<Vec<T>, ManifestError> {
+    let Some(v) = f.get(key) else {
+        return Ok(Vec::new());
+    };
+    let list_path = f.path(key);
+    r.string_list(v, &list_path, example)?
+        .into_iter()
+        .enumerate()
+        .map(|(i, text)| item(list_path.index(i), text))
+        .collect()
+}
+
 pub fn read(
     r: &Reader,
     value: Option<&Value>,
@@ -74,17 +93,10 @@ pub fn read(
         },
         None => Permissions::default(),
     };
-    let mut allow_commands = Vec::new();
-    if let Some(v) = f.get("allow_commands") {
-        let list_path = f.path("allow_commands");
-        for (i, text) in r
-            .string_list(v, &list_path, "[\"cargo test\", \"git status\"]")?
-            .into_iter()
-            .enumerate()
-        {
-            allow_commands.push(command_prefix(r, &list_path.index(i), text)?);
-        }
-    }
+    let example = "[\"cargo test\", \"git status\"]";
+    let allow_commands = list_of(r, &f, "allow_commands", example, |at, text| {
+        command_prefix(r, &at, text)
+    })?;
     let state = match f.get("state") {
         Some(v) => match r.choice(v, &f.path("state"), &["capsule", "user"])? {
             0 => StateHome::Capsule,
@@ -92,32 +104,23 @@ pub fn read(
         },
         None => StateHome::default(),
     };
-    let mut env = Vec::new();
-    if let Some(v) = f.get("env") {
-        let list_path = f.path("env");
-        for (i, name) in r
-            .string_list(v, &list_path, "[SSH_AUTH_SOCK, NPM_TOKEN]")?
-            .into_iter()
-            .enumerate()
-        {
-            let plain = name
-                .chars()
-                .next()
-                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-            if !plain {
-                let at = list_path.index(i);
-                return Err(r.error(
-                    ErrorCode::BadValue,
-                    &at,
-                    format!("{at} is {name:?}, which is not a variable name"),
-                    "name a variable, e.g. NPM_TOKEN: letters, digits and _, not starting with a \
-                     digit (its value comes from murmur's own environment)",
-                ));
-            }
-            env.push(name);
+    let env = list_of(r, &f, "env", "[SSH_AUTH_SOCK, NPM_TOKEN]", |at, name| {
+        let plain = name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !plain {
+            return Err(r.error(
+                ErrorCode::BadValue,
+                &at,
+                format!("{at} is {name:?}, which is not a variable name"),
+                "name a variable, e.g. NPM_TOKEN: letters, digits and _, not starting with a \
+                 digit (its value comes from murmur's own environment)",
+            ));
         }
-    }
+        Ok(name)
+    })?;
     let mut require = Vec::new();
     if let Some(v) = f.get("require") {
         let list_path = f.path("require");

@@ -228,16 +228,7 @@ fn shell(events: &[Value], with_egress: bool) -> String {
             })
         })
         .collect();
-    if lines.is_empty() {
-        return String::new();
-    }
-    let mut out = rule("Shell");
-    out.push('\n');
-    for line in lines {
-        out.push_str(&line);
-        out.push('\n');
-    }
-    out
+    section("Shell", lines)
 }
 
 /// The Approvals section: each question a CLI asked (`harness.approvals: ask`), what it asked
@@ -380,10 +371,15 @@ fn peers(events: &[Value]) -> String {
             })
         })
         .collect();
+    section("Peers", lines)
+}
+
+/// A section of lines under its rule; nothing when there is no line.
+fn section(title: &str, lines: Vec<String>) -> String {
     if lines.is_empty() {
         return String::new();
     }
-    let mut out = rule("Peers");
+    let mut out = rule(title);
     out.push('\n');
     for line in lines {
         out.push_str(&line);
