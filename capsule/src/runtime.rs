@@ -435,7 +435,7 @@ async fn run(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
         let _ = tokio::time::timeout(GRACE + Duration::from_secs(5), worker).await;
     }
     // What the model left running in the background ends with the session.
-    crate::shell::end_all(&session).await;
+    crate::shell::end_all(&session.commands).await;
 
     let status = launch
         .as_ref()

@@ -16,8 +16,6 @@ mod run;
 
 use std::time::Duration;
 
-use crate::session::Session;
-
 pub use crate::held::commands::{cut, Command, Commands, Ended, Place};
 pub use crate::held::output::Output;
 pub use run::{spec, tool, Call, Shell, TOOL};
@@ -25,10 +23,10 @@ pub use run::{spec, tool, Call, Shell, TOOL};
 /// How long the session's end waits for its commands to be ended.
 const END_WITHIN: Duration = Duration::from_secs(10);
 
-/// The session ends: every command is ended with all it started, and its end recorded, before
-/// the trace closes.
-pub async fn end_all(session: &Session) {
-    let commands = session.commands.all();
+/// The session ends: every command of its table is ended with all it started, and its end
+/// recorded, before the trace closes.
+pub async fn end_all(table: &Commands) {
+    let commands = table.all();
     for c in &commands {
         let _ = c.end.send_replace(true);
     }

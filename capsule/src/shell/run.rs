@@ -14,7 +14,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::watch;
 
 use super::line::{self, Refused};
-use super::{cut, Command, Ended, Place};
+use super::{cut, Command, Commands, Ended, Place};
 use crate::clock::Millis;
 use crate::egress::{Exits, Grant};
 use crate::harness;
@@ -24,8 +24,8 @@ use crate::manifest::harness_limits::HarnessLimits;
 use crate::process::{Contained, Containment, Exit, Spec};
 use crate::provenance::{Origin, Trust};
 use crate::session::Session;
-use crate::tasks::{Owner, TaskInput};
-use crate::trace::{Backgrounded, TraceEvent};
+use crate::tasks::{Owner, Residue, TaskInput};
+use crate::trace::{Backgrounded, Trace, TraceEvent};
 
 /// The tool's name, as the agent card's `tools` lists it.
 pub const TOOL: &str = "bash";
@@ -135,7 +135,7 @@ pub async fn tool(
         &session.workdir,
     ) {
         Ok(l) => l,
-        Err(refused) => return Err(refuse(session, call.task, &asked.command, refused)),
+        Err(refused) => return Err(refuse(&session.trace, call.task, &asked.command, refused)),
     };
     let command = Arc::new(Command {
         work_id: WorkId::mint(),
@@ -183,17 +183,19 @@ pub async fn tool(
     if asked.background {
         return Ok(running(&command, "started in the background"));
     }
-    wait_for(session, &command, asked.wait).await
+    wait_for(
+        &session.commands,
+        &session.residue,
+        &session.trace,
+        &command,
+        asked.wait,
+    )
+    .await
 }
 
 /// The refusal's code and sentence, recorded.
-fn refuse(
-    session: &Session,
-    task: &TaskId,
-    command: &str,
-    refused: Refused,
-) -> (&'static str, String) {
-    session.trace.event(TraceEvent::ShellRefused {
+fn refuse(trace: &Trace, task: &TaskId, command: &str, refused: Refused) -> (&'static str, String) {
+    trace.event(TraceEvent::ShellRefused {
         task_id: task.clone(),
         command: cut(command),
         reason: refused.code(),
@@ -260,7 +262,9 @@ async fn start(
 /// Waits for a foreground command until it ends, its wait is over (it moves to the
 /// background) or its task is canceled (it was moved already).
 async fn wait_for(
-    session: &Session,
+    table: &Commands,
+    residue: &Residue,
+    trace: &Trace,
     command: &Command,
     wait: Duration,
 ) -> Result<Value, (&'static str, String)> {
@@ -276,11 +280,7 @@ async fn wait_for(
         }
         _ = tokio::time::sleep(wait) => {}
     }
-    let waited = Backgrounded::Waited;
-    if session
-        .commands
-        .background(command, waited, &session.residue, &session.trace)
-    {
+    if table.background(command, Backgrounded::Waited, residue, trace) {
         return Ok(running(
             command,
             &format!("still running after {} s", wait.as_secs()),
