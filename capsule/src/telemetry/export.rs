@@ -77,7 +77,7 @@ pub fn start(config: &Config, resource: Resource, record: Record) -> Result<(), 
     let exporting = Exporting {
         queue,
         wake: Notify::new(),
-        endpoint: config.endpoint.clone(),
+        endpoint: without_userinfo(&config.endpoint),
         dropped: AtomicU64::new(0),
         said: AtomicBool::new(false),
         record,
@@ -87,6 +87,18 @@ pub fn start(config: &Config, resource: Resource, record: Record) -> Result<(), 
     }
     tokio::spawn(run(rx, exporter));
     Ok(())
+}
+
+/// The endpoint as stderr and the trace name it: a `user:password@` in it stays out.
+fn without_userinfo(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => format!("{scheme}://{}", &rest[at + 1..]),
+        None => url.to_owned(),
+    }
 }
 
 /// Queues an ended span; drops (and counts) it when the queue is full.
@@ -222,5 +234,23 @@ fn take(msg: Msg, batch: &mut Vec<SpanData>, waiting: &mut Vec<oneshot::Sender<(
     match msg {
         Msg::Span(s) => batch.push(*s),
         Msg::Flush(tx) => waiting.push(tx),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::without_userinfo;
+
+    #[test]
+    fn credentials_in_the_endpoint_are_never_shown() {
+        assert_eq!(
+            without_userinfo("http://user:s3cret@collector:4318/v1/traces"),
+            "http://collector:4318/v1/traces"
+        );
+        assert_eq!(
+            without_userinfo("http://127.0.0.1:4318/v1/traces"),
+            "http://127.0.0.1:4318/v1/traces"
+        );
+        assert_eq!(without_userinfo("http://a:1/p@q"), "http://a:1/p@q");
     }
 }
