@@ -18,9 +18,11 @@ use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 
 use crate::ids::TaskId;
-use crate::peers::below::{self, NoAnswer};
+pub mod below;
+
 use crate::provenance::Trust;
 use crate::telemetry::{KeyValue, SpanContext, SpanEvent};
+use below::NoAnswer;
 
 /// How long closing waits for calls in flight to cancel their peers' tasks and write their
 /// records. Each cancel is itself bounded well within this (`peers::exchange::CANCEL_WITHIN`).

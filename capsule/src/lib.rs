@@ -254,6 +254,14 @@ mod layering {
         crate::import_graph::assert_no_cycles(&graph);
     }
 
+    /// Nor do two top-level modules lean on each other through different files.
+    #[test]
+    fn no_module_imports_in_a_circle() {
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let graph = crate::import_graph::Graph::of(&crate::import_graph::sources(&src));
+        crate::import_graph::assert_no_cycles(&graph.modules());
+    }
+
     #[test]
     fn the_graph_sees_grouped_imports_and_a_circle_on_one_floor() {
         let g = crate::import_graph::Graph::of(&crate::import_graph::fixture());

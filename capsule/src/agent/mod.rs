@@ -57,7 +57,7 @@ pub async fn work(session: Arc<Session>, worker: Worker, launch: Option<TaskId>)
         // for that one task, and its supervisor sees it exit.
         let completes = match (&session.completion, is_launch) {
             (Some(target), true) => {
-                crate::delegation::deliver::deliver(&session, target, &outcome).await;
+                crate::peers::deliver::deliver(&session, target, &outcome).await;
                 true
             }
             _ => false,

@@ -5,8 +5,6 @@
 //! and what a child is told about the parent its completion goes to.
 
 pub mod completion;
-pub mod delegate;
-pub mod deliver;
 pub mod protocol;
 pub mod supervisor;
 

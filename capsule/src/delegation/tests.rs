@@ -16,12 +16,12 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, UnixStream};
 
 use super::completion::acknowledgement;
-use super::deliver::deliver;
 use super::protocol::{self, Child, CompletionTarget, Op, Outcome};
 use super::supervisor::Supervisor;
 use crate::auth::{digest_hex, TokenDigest, TokenTable};
 use crate::door::Door;
 use crate::ids::{SessionId, TaskId};
+use crate::peers::deliver::deliver;
 use crate::policy;
 use crate::provenance::Trust;
 use crate::session::Session;

@@ -1,14 +1,14 @@
 //! delegate-task: asks the supervisor to start a sub-capsule from one of
 //! `capabilities.delegate.allow` with the text as its task, and waits for its completion
-//! (`crate::delegation::delegate`).
+//! (`delegation`).
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde_json::Value;
 
+use super::delegation::{self, Request};
 use super::Refusal;
-use crate::delegation::delegate::{self, Request};
 use crate::ids::TaskId;
 use crate::manifest;
 use crate::session::Session;
@@ -102,7 +102,7 @@ async fn run(
             text: &message,
             within,
         };
-        delegate::run(&session, &link, req, ticket).await
+        delegation::run(&session, &link, req, ticket).await
     });
     match delegating.await {
         Ok(Ok(delegated)) => Ok(delegated.to_json()),

@@ -10,6 +10,7 @@
 pub mod args;
 mod call_member;
 mod delegate_task;
+pub mod delegation;
 mod end_without_answer;
 mod request_input;
 mod send_message;

@@ -7,10 +7,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
 
-use super::below::{self, NoAnswer};
 use super::client::{Failure, PeerDoor};
 use super::exchange::{state_of, Ending, Exchange};
 use super::{message, text_of};
+use crate::errands::below::{self, NoAnswer};
 use crate::errands::Ticket;
 use crate::ids::TaskId;
 use crate::policy;

@@ -7,8 +7,8 @@
 //! Calls run on tasks of their own, registered in the session's [`crate::errands`], so a
 //! harness that goes away mid-call cannot leave one unrecorded or its peer's task running.
 
-pub mod below;
 pub mod client;
+pub mod deliver;
 pub mod exchange;
 pub mod member;
 pub mod send;

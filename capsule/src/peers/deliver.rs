@@ -4,10 +4,10 @@
 //! A refusal is recorded as `delivery_error` with the refusal's message; nothing retries it
 //! (the parent either awaits the delegation or has stopped waiting for good).
 
-use super::completion::Completion;
-use super::protocol::CompletionTarget;
+use super::client::{Failure, PeerDoor};
+use crate::delegation::completion::Completion;
+use crate::delegation::protocol::CompletionTarget;
 use crate::ids::DelegationId;
-use crate::peers::client::{Failure, PeerDoor};
 use crate::policy;
 use crate::session::Session;
 use crate::tasks::Outcome;

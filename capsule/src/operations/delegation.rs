@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 use rand::RngCore;
 use serde_json::{Map, Value};
 
-use super::completion::Completion;
-use super::protocol::{Child, Op, Outcome};
-use super::supervisor::Supervisor;
+use crate::delegation::completion::Completion;
+use crate::delegation::protocol::{Child, Op, Outcome};
+use crate::delegation::supervisor::Supervisor;
 use crate::errands::Ticket;
 use crate::ids::{DelegationId, TaskId};
 use crate::session::Session;
