@@ -351,9 +351,12 @@ async fn supervise(
     .map(|pipe| tokio::spawn(read_into(session.clone(), command.clone(), pipe)))
     .collect();
     let mut end = command.end.subscribe();
+    // The session's end first: once it asked every command to end, a keeper that is found gone
+    // too (another command's sweep ended it, say) was ended by it, not on its own.
     let (exit, killed) = tokio::select! {
-        _ = child.exited() => (child.outcome().await, false),
+        biased;
         _ = async { end.wait_for(|e| *e).await.is_ok() } => (child.end().await, true),
+        _ = child.exited() => (child.outcome().await, false),
     };
     drop(exits);
     for reader in readers {
