@@ -47,11 +47,12 @@ task_on() {
 task_off=$(task_on "$off")
 task_exp=$(task_on "$on")
 
-# rate PORT TASK SCRIPT: GetTask requests a second.
+# rate PORT TASK TRACEPARENT: GetTask requests a second (each carrying TRACEPARENT when set).
 rate() {
-  TASK_ID=$2 wrk -t2 -c"$conns" -d"${secs}s" -s "scripts/bench/$3" "http://127.0.0.1:$1/" \
-    | sed -n 's/^requests\/s: //p'
+  TASK_ID=$2 TRACEPARENT=$3 wrk -t2 -c"$conns" -d"${secs}s" -s scripts/bench/gettask.lua \
+    "http://127.0.0.1:$1/" | sed -n 's/^requests\/s: //p'
 }
+traced=00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01
 # CPU seconds (user + system) a process has used so far.
 cpu() { awk '{printf "%.2f", ($14 + $15) / 100}' "/proc/$1/stat"; }
 capsule_of() {
@@ -64,10 +65,11 @@ echo "GetTask, $conns connections, 2 wrk threads, ${secs}s a run, export off / o
 # Untraced polls (no traceparent: the door spans none) and traced ones (every poll a span,
 # exported), each against export off.
 for r in $(seq "$rounds"); do
-  for script in gettask.lua gettask_traced.lua; do
-    a=$(rate "$off" "$task_off" "$script")
-    b=$(rate "$on" "$task_exp" "$script")
-    python3 -c "import sys; a,b=map(float,sys.argv[1:3]); print(f'round $r {sys.argv[3]:<19} off {a:.0f}/s  on {b:.0f}/s  on/off {b/a:.3f}')" "$a" "$b" "$script"
+  for parent in "" "$traced"; do
+    a=$(rate "$off" "$task_off" "$parent")
+    b=$(rate "$on" "$task_exp" "$parent")
+    what=$([ -n "$parent" ] && echo traced || echo plain)
+    python3 -c "import sys; a,b=map(float,sys.argv[1:3]); print(f'round $r {sys.argv[3]:<7} off {a:.0f}/s  on {b:.0f}/s  on/off {b/a:.3f}')" "$a" "$b" "$what"
   done
 done
 sleep 1
