@@ -21,6 +21,8 @@ mod clients;
 mod clis;
 #[path = "support/fake_provider.rs"]
 mod fake_provider;
+#[path = "support/otlp.rs"]
+mod otlp;
 mod support;
 
 use std::path::PathBuf;
@@ -552,4 +554,62 @@ fn the_documented_offline_run_of_split_agents_works() {
     );
     assert_every_session_jailed(&home, 3, "lead, coder, reviewer");
     assert_nothing_left(&home, LONG);
+}
+
+/// The real Claude Code's model calls, as the capsule's gateway sees them, are `chat` spans
+/// under its attempt's `invoke_agent`, with the usage the provider reported
+/// (docs/telemetry.md); neither the key nor the task's words are in any of them.
+#[test]
+fn claude_codes_model_calls_are_chat_spans_with_their_usage() {
+    let Some(bin) = clis() else { return };
+    if !otlp::usable() {
+        return;
+    }
+    let receiver = otlp::Receiver::start(200);
+    let mut world = World::new(&bin);
+    world
+        .env
+        .push(("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint()));
+    let run = world.launch(&shipped("worker-claude-code.yaml"));
+    let done = completed(&run, &send(&run, "first question from the user", None));
+    assert_eq!(answer_of(&done), "ANSWER(first question from the user)");
+    let spans = receiver.wait_for(
+        "the attempt and its chat spans",
+        std::time::Duration::from_secs(60),
+        |s| {
+            s.iter().any(|s| s.name.starts_with("invoke_agent "))
+                && s.iter().any(|s| s.name.starts_with("chat "))
+        },
+    );
+    let attempt = spans
+        .iter()
+        .find(|s| s.name.starts_with("invoke_agent "))
+        .unwrap();
+    assert_eq!(
+        attempt.attr_str("murmur.preset"),
+        Some("murmur/driver-claude-code")
+    );
+    let chats: Vec<&otlp::Span> = spans
+        .iter()
+        .filter(|s| s.name.starts_with("chat "))
+        .collect();
+    for c in &chats {
+        assert_eq!(c.parent_span_id, attempt.span_id, "{c:?}");
+        assert_eq!(c.trace_id, attempt.trace_id);
+        assert_eq!(c.attr_str("gen_ai.provider.name"), Some("anthropic"));
+        assert_eq!(
+            c.attr("gen_ai.usage.input_tokens"),
+            Some(&json!(20)),
+            "{c:?}"
+        );
+        assert_eq!(c.attr("gen_ai.usage.output_tokens"), Some(&json!(5)));
+    }
+    let (_, key) = world.real_key(&world.claude);
+    for s in &spans {
+        let text = serde_json::to_string(&s.attributes).unwrap();
+        assert!(
+            !text.contains(key) && !text.contains("first question"),
+            "{s:?}"
+        );
+    }
 }
