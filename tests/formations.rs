@@ -5,18 +5,18 @@
 //! stops or goes on as `on_member_failure` says; and no minted token appears anywhere but the
 //! token files.
 
+#[path = "support/running.rs"]
+mod running;
 mod support;
 
-use std::io::{BufRead, BufReader, Read};
+use running::*;
+
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::{json, Value};
 use support::*;
-
-const LONG: Duration = Duration::from_secs(30);
 
 /// A fixture member that takes peer tasks.
 fn member(fixture: Fixture) -> String {
@@ -61,141 +61,6 @@ fn write_lead_and_worker(home: &Home) {
             ..Fixture::default()
         }),
     );
-}
-
-/// A running formation: `mur run`, each member's port and session, and what it printed.
-struct Running {
-    child: Child,
-    members: Vec<(String, u16, String)>,
-    out: Arc<Mutex<Vec<String>>>,
-    err: Arc<Mutex<String>>,
-}
-
-impl Running {
-    fn start(home: &Home, manifest: &Path, args: &[&str], env: &[(&str, &str)]) -> Running {
-        Running::spawn(home, manifest, args, env).announced()
-    }
-
-    /// `mur run` started, its output being gathered; not yet announced.
-    fn spawn(home: &Home, manifest: &Path, args: &[&str], env: &[(&str, &str)]) -> Running {
-        let mut child = home
-            .mur()
-            .envs(env.iter().copied())
-            .args(["run", "--manifest"])
-            .arg(manifest)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let out = Arc::new(Mutex::new(Vec::new()));
-        let err = Arc::new(Mutex::new(String::new()));
-        let (o, e) = (out.clone(), err.clone());
-        let stdout = child.stdout.take().unwrap();
-        let mut stderr = child.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                o.lock().unwrap().push(line);
-            }
-        });
-        std::thread::spawn(move || {
-            let mut text = String::new();
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = stderr.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                text.push_str(&String::from_utf8_lossy(&buf[..n]));
-                *e.lock().unwrap() = text.clone();
-            }
-        });
-        Running {
-            child,
-            members: Vec::new(),
-            out,
-            err,
-        }
-    }
-
-    /// Waits (bounded) for the launch's announcement, and reads each member's port and session
-    /// from it.
-    fn announced(mut self) -> Running {
-        let run = &mut self;
-        assert!(
-            wait_until(LONG, || run
-                .out
-                .lock()
-                .unwrap()
-                .iter()
-                .any(|l| l.starts_with("session: "))),
-            "the formation was not announced: {:?} {}",
-            run.out.lock().unwrap(),
-            run.err.lock().unwrap()
-        );
-        for line in run.out.lock().unwrap().iter() {
-            let Some(rest) = line.strip_prefix("member ") else {
-                continue;
-            };
-            let (name, rest) = rest.split_once(": url localhost:").unwrap();
-            let (port, session) = rest.split_once(" session ").unwrap();
-            run.members
-                .push((name.to_owned(), port.parse().unwrap(), session.to_owned()));
-        }
-        self
-    }
-
-    fn member(&self, name: &str) -> (u16, String) {
-        let (_, port, session) = self.members.iter().find(|m| m.0 == name).unwrap();
-        (*port, session.clone())
-    }
-
-    fn wait_exit(&mut self, limit: Duration) -> Option<i32> {
-        let mut code = None;
-        wait_until(limit, || {
-            code = self
-                .child
-                .try_wait()
-                .unwrap()
-                .map(|s| s.code().unwrap_or(-1));
-            code.is_some()
-        });
-        code
-    }
-
-    fn lines(&self) -> Vec<String> {
-        self.out.lock().unwrap().clone()
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        signal(self.child.id(), 15);
-        if self.wait_exit(LONG).is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-/// `credential token` lines of a running session.
-fn tokens(home: &Home, session: &str) -> Vec<(String, String)> {
-    let (code, out, err) = home.run(&["token", session]);
-    assert_eq!(code, 0, "{err}");
-    out.lines()
-        .map(|l| {
-            let (c, t) = l.split_once(' ').unwrap();
-            (c.to_owned(), t.to_owned())
-        })
-        .collect()
-}
-
-fn token_of(home: &Home, session: &str, credential: &str) -> String {
-    tokens(home, session)
-        .into_iter()
-        .find(|(c, _)| c == credential)
-        .unwrap_or_else(|| panic!("{session} has no {credential}"))
-        .1
 }
 
 #[test]
@@ -734,11 +599,15 @@ fn kill_9_of_mur_run_leaves_no_member_and_mur_ps_prunes_every_file() {
     let home = Home::new();
     let manifest = cycle(&home, "", "sleep");
     let mut run = Running::start(&home, &manifest, &[], &[]);
-    let files = std::fs::read_dir(home.home.join("run")).unwrap().count();
+    let files = std::fs::read_dir(home.home.join("run"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name() != "launches")
+        .count();
     assert_eq!(
         files,
         3 * 3,
-        "a record, a token file and a wiring file per member"
+        "a record, a token file and a wiring file per member (and the launches kept to resume)"
     );
     signal(run.child.id(), 9);
     let _ = run.child.wait();
@@ -847,24 +716,6 @@ fn a_launch_task_for_a_door_that_takes_none_is_refused_before_anything_starts() 
         err,
         format!("error[E-RUN-021]: the entry member door ({}) sets lifecycle.task_acceptance: none: it takes no task, so --task has nowhere to go\n  hint: set lifecycle.task_acceptance: single or queue, or launch it without --task\n", closed.display())
     );
-}
-
-/// The pid the running record of `session` names, once it is not `old`.
-fn pid_other_than(home: &Home, session: &str, old: u32) -> u32 {
-    let path = home.home.join("run").join(format!("{session}.json"));
-    let mut pid = old;
-    assert!(
-        wait_until(LONG, || {
-            pid = std::fs::read_to_string(&path)
-                .ok()
-                .and_then(|t| serde_json::from_str::<Value>(&t).ok())
-                .and_then(|r| r["pid"].as_u64())
-                .map_or(old, |p| p as u32);
-            pid != old && alive(pid)
-        }),
-        "{session} was not started again"
-    );
-    pid
 }
 
 #[test]
@@ -1055,12 +906,25 @@ fn a_launch_creates_a_file_per_record_and_links_what_members_share() {
     let records = inodes
         .values()
         .filter(|(names, _)| {
-            names
-                .iter()
-                .all(|n| n.starts_with("run/") && n.ends_with(".json"))
+            names.iter().all(|n| {
+                n.starts_with("run/") && !n.starts_with("run/launches/") && n.ends_with(".json")
+            })
         })
         .count();
     assert_eq!(records, 6, "one running record a member: {inodes:?}");
+    let launches = named(".json")
+        .iter()
+        .filter(|(names, _)| names.iter().all(|n| n.starts_with("run/launches/")))
+        .count();
+    assert_eq!(launches, 1, "and one kept launch: {inodes:?}");
+    // Each member's task store: the database, its write-ahead log and its shared index.
+    for suffix in [
+        "/store/store.sqlite",
+        "/store/store.sqlite-wal",
+        "/store/store.sqlite-shm",
+    ] {
+        assert_eq!(named(suffix).len(), 6, "one {suffix} a member: {inodes:?}");
+    }
     let wiring = named(".wiring");
     let (lead_port, lead_session) = run.member("lead");
     assert_eq!(
@@ -1091,7 +955,7 @@ fn a_launch_creates_a_file_per_record_and_links_what_members_share() {
         named("/guide.md").is_empty(),
         "no guide before a task: {inodes:?}"
     );
-    assert_eq!(inodes.len(), 6 * 3 + 1 + 1 + 2, "{inodes:?}");
+    assert_eq!(inodes.len(), 6 * 3 + 1 + 1 + 2 + 6 * 3 + 1, "{inodes:?}");
 
     // Each member still reads what it is: a worker is a member that calls nobody, the lead
     // calls each worker, and its guide appears when a task needs it.

@@ -766,6 +766,233 @@ fn out_writes_a_file_per_member_and_secrets_from_reuses_their_tokens() {
     );
 }
 
+// ---- --persist ----
+
+#[test]
+fn persist_puts_each_members_records_on_a_claim_of_that_size() {
+    let home = Home::new();
+    let formation = repo_root().join("manifests/split/formation.yaml");
+    let path = formation.to_str().unwrap();
+    let calls = calls_of(&formation);
+    let (code, out, err) =
+        render_kubernetes(&home, path, &["--namespace", NAMESPACE, "--persist", "1Gi"]);
+    assert_eq!(code, 0, "{err}");
+    let objects = documents(&out);
+    // The formation's default-deny, then seven objects per member: the six, and its claim.
+    assert_eq!(objects.len(), 1 + 7 * calls.len());
+    let plain = render(&home, &formation);
+    let at = |kind: &str, name: &str| {
+        objects
+            .iter()
+            .position(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+            .unwrap_or_else(|| panic!("no {kind} {name}"))
+    };
+    for member in calls.keys() {
+        let object = format!("split-{member}");
+        let claim = format!("{object}-data");
+        assert_eq!(
+            named(&objects, "PersistentVolumeClaim", &claim),
+            &json!({
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "metadata": {
+                    "name": claim,
+                    "namespace": NAMESPACE,
+                    "labels": {"murmur.dev/formation": "split", "murmur.dev/member": member},
+                },
+                "spec": {
+                    "accessModes": ["ReadWriteOnce"],
+                    "resources": {"requests": {"storage": "1Gi"}},
+                },
+            })
+        );
+        // Beside its member's Service and Deployment, before the pod that mounts it.
+        let claim_at = at("PersistentVolumeClaim", &claim);
+        assert_eq!(at("Service", &object) + 1, claim_at);
+        assert_eq!(claim_at + 1, at("Deployment", &object));
+
+        let d = named(&objects, "Deployment", &object);
+        // One pod at a time: a ReadWriteOnce claim cannot be in two pods on two nodes.
+        assert_eq!(d["spec"]["strategy"], json!({"type": "Recreate"}));
+        let pod = &d["spec"]["template"]["spec"];
+        let c = &pod["containers"][0];
+        assert_eq!(
+            pod["volumes"].as_array().unwrap().last().unwrap(),
+            &json!({"name": claim, "persistentVolumeClaim": {"claimName": claim, "readOnly": false}})
+        );
+        let mounts = c["volumeMounts"].as_array().unwrap();
+        assert_eq!(
+            mounts.last().unwrap(),
+            &json!({"name": claim, "mountPath": "/var/lib/murmur/records"})
+        );
+        // The claim is mounted where the capsule keeps its records; the rest of the state stays
+        // the pod's emptyDir, mounted before the claim inside it.
+        let config_map = named(&objects, "ConfigMap", &object);
+        let config: Value =
+            serde_json::from_str(config_map["data"]["capsule.json"].as_str().unwrap()).unwrap();
+        assert_eq!(config["records_dir"], "/var/lib/murmur/records");
+        let state = json!({"name": format!("{object}-state"), "mountPath": "/var/lib/murmur"});
+        assert!(mounts[..mounts.len() - 1].contains(&state), "{mounts:?}");
+        // Nothing else of the Deployment changes: without the claim it is the one rendered
+        // without --persist (which holds no token or session id to differ by).
+        let mut without = d.clone();
+        let spec = &mut without["spec"]["template"]["spec"];
+        spec["volumes"].as_array_mut().unwrap().pop();
+        spec["containers"][0]["volumeMounts"]
+            .as_array_mut()
+            .unwrap()
+            .pop();
+        assert_eq!(&without, named(&plain, "Deployment", &object));
+        check_deployment(named(&plain, "Deployment", &object), &object);
+    }
+    assert!(of_kind(&plain, "PersistentVolumeClaim").is_empty());
+    let file = home.write("persist.yaml", &as_yaml(&objects));
+    let report = validate(&file);
+    let passed = report.matches(" passed for resource ").count();
+    assert_eq!(passed, objects.len(), "{report}");
+
+    // With --out, each member's claim is in its own file, with the objects it belongs to.
+    let dir = home.root.join("persisted");
+    let (code, _, err) = render_kubernetes(
+        &home,
+        path,
+        &["--out", dir.to_str().unwrap(), "--persist", "500Mi"],
+    );
+    assert_eq!(code, 0, "{err}");
+    for member in calls.keys() {
+        let file = dir.join(format!("member-{member}.yaml"));
+        let objects = documents(&std::fs::read_to_string(&file).unwrap());
+        let claims = of_kind(&objects, "PersistentVolumeClaim");
+        assert_eq!(claims.len(), 1, "{}", file.display());
+        assert_eq!(
+            claims[0]["metadata"]["name"],
+            format!("split-{member}-data")
+        );
+        assert_eq!(
+            claims[0]["spec"]["resources"]["requests"]["storage"],
+            "500Mi"
+        );
+    }
+    let formation_file = std::fs::read_to_string(dir.join("formation.yaml")).unwrap();
+    assert!(of_kind(&documents(&formation_file), "PersistentVolumeClaim").is_empty());
+}
+
+/// A pod rescheduled with its claim answers for the tasks its predecessor took: the rendered
+/// container is started here, killed, its emptyDirs wiped as a new pod's are, and started again
+/// on the claim's folder alone.
+#[test]
+fn a_member_started_again_on_its_claim_answers_for_its_earlier_tasks() {
+    let home = Home::new();
+    let formation = worker_formation(
+        &home,
+        "kept",
+        "",
+        "formation:\n  name: kept\n  version: \"0.1.0\"\n  entry: solo\n  members:\n    solo:\n      manifest: worker.yaml\n",
+    );
+    let (code, out, err) =
+        render_kubernetes(&home, formation.to_str().unwrap(), &["--persist", "1Gi"]);
+    assert_eq!(code, 0, "{err}");
+    let objects = documents(&out);
+    let operator = secret_tokens(&objects)["solo"]["operator"].clone();
+    let pod = &named(&objects, "Deployment", "kept-solo")["spec"]["template"]["spec"];
+    let claimed: Vec<&str> = pod["containers"][0]["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| {
+            pod["volumes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|v| v["name"] == m["name"] && v.get("persistentVolumeClaim").is_some())
+        })
+        .map(|m| m["mountPath"].as_str().unwrap())
+        .collect();
+    assert_eq!(claimed, ["/var/lib/murmur/records"]);
+    let root = home.root.join("container");
+    let claim = root.join(claimed[0].trim_start_matches('/'));
+
+    let first = start_container(&home, &objects, "kept-solo");
+    let resp = post(
+        first.port,
+        Some(&operator),
+        &[],
+        "SendMessage",
+        message("hello", false),
+    );
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    let task = resp.json()["result"]["task"].clone();
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{task}");
+    // The task store is on the claim (wherever inside the records folder the capsule keeps it).
+    assert!(
+        files_under(&claim)
+            .iter()
+            .any(|f| f.file_name().is_some_and(|n| n == "store.sqlite")),
+        "{:?}",
+        files_under(&claim)
+    );
+    drop(first);
+
+    // A new pod: every emptyDir is new; only the claim's folder is the one the first pod wrote.
+    let kept = home.root.join("claim");
+    std::fs::rename(&claim, &kept).unwrap();
+    std::fs::remove_dir_all(&root).unwrap();
+    std::fs::create_dir_all(claim.parent().unwrap()).unwrap();
+    std::fs::rename(&kept, &claim).unwrap();
+    let second = start_container(&home, &objects, "kept-solo");
+    let resp = post(
+        second.port,
+        Some(&operator),
+        &[],
+        "GetTask",
+        json!({"id": task["id"]}),
+    );
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    let again = &resp.json()["result"];
+    assert_eq!(again["id"], task["id"], "{again}");
+    assert_eq!(again["status"]["state"], "TASK_STATE_COMPLETED", "{again}");
+    assert_eq!(again["artifacts"], task["artifacts"], "{again}");
+}
+
+#[test]
+fn persist_refuses_a_size_that_is_not_a_storage_quantity() {
+    let home = Home::new();
+    let split = repo_root().join("manifests/split/formation.yaml");
+    let split = split.to_str().unwrap();
+    const HINT: &str = "write digits, an optional decimal part and one of the suffixes Ki Mi Gi Ti Pi Ei k M G T P E, such as 1Gi, 500Mi or 10G";
+    for bad in ["1GB", "-1Gi", "", "1.5.5Gi", "1 Gi", "1m"] {
+        assert_eq!(
+            refused(&home, &["render", "--target", "kubernetes", split, "--persist", bad]),
+            format!("error[E-CLI-030]: --persist {bad:?} is not a Kubernetes storage quantity\n  hint: {HINT}\n"),
+            "--persist {bad:?}"
+        );
+    }
+    assert_eq!(
+        refused(&home, &["render", "--target", "kubernetes", split, "--persist=0Gi"]),
+        "error[E-CLI-030]: --persist \"0Gi\" requests no storage\n  hint: claim more than zero, such as 1Gi\n"
+    );
+    // The size is checked before the formation is read, and nothing is written.
+    let missing = home.root.join("missing.yaml");
+    let out = home.root.join("not-written");
+    assert_eq!(
+        refused(
+            &home,
+            &[
+                "render",
+                "--target",
+                "kubernetes",
+                missing.to_str().unwrap(),
+                "--out",
+                out.to_str().unwrap(),
+                "--persist",
+                "1GB"
+            ]
+        ),
+        format!("error[E-CLI-030]: --persist \"1GB\" is not a Kubernetes storage quantity\n  hint: {HINT}\n")
+    );
+    assert!(!out.exists());
+}
+
 // ---- Refusals ----
 
 fn refused(home: &Home, args: &[&str]) -> String {

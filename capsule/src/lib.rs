@@ -27,6 +27,7 @@ pub mod refusal;
 pub mod runtime;
 pub mod session;
 pub mod shell;
+pub mod store;
 pub mod stream;
 pub mod tasks;
 pub mod telemetry;

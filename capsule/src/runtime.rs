@@ -336,8 +336,32 @@ async fn run(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
         false => None,
     };
     let events = Arc::new(EventLog::default());
+    let (store, restored) = match open_store(&config, &events) {
+        Ok(opened) => opened,
+        Err(refusal) => {
+            eprintln!("{refusal}");
+            return exit::CANNOT_START;
+        }
+    };
     let recorder = events.clone();
-    let registry = Registry::new(slots(&manifest)).observed(Arc::new(move |t| recorder.record(t)));
+    let mut registry =
+        Registry::new(slots(&manifest)).observed(Arc::new(move |t| recorder.record(t)));
+    let mut harness_sessions = crate::held::harness_sessions::HarnessSessions::default();
+    let mut spend = spend;
+    if let Some(store) = &store {
+        // Before the door serves: tokens, event ids and positions go on from where they were.
+        crate::tasks::page_token::use_key(restored.page_key);
+        events.continue_after(restored.events);
+        registry = registry.journaled(store.journal());
+        registry.restore(restored.tasks, restored.newest, crate::store::RESTARTED);
+        let kept = store.clone();
+        harness_sessions = harness_sessions.restored(
+            restored.harness_sessions,
+            Arc::new(move |c, s| kept.harness_session(c, s)),
+        );
+        let kept = store.clone();
+        spend = spend.restored(restored.spent, Arc::new(move |t| kept.spent(t)));
+    }
     let session = Arc::new(
         Session::new(
             session_id,
@@ -355,7 +379,8 @@ async fn run(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
         .delegating(supervisor)
         .completing_to(completion)
         .protecting(config.protect.clone())
-        .spending(spend, gateway.as_ref().map(|(g, _)| g.clone())),
+        .spending(spend, gateway.as_ref().map(|(g, _)| g.clone()))
+        .storing(store, harness_sessions),
     );
     // Spans go to a collector when the standard variables name one; a variable that is wrong
     // stops the capsule here, saying which, rather than losing every span quietly.
@@ -447,10 +472,25 @@ async fn run(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
     });
     // The process exits next: everything queued, session_end last, goes to the file first.
     session.trace.close().await;
+    if let Some(store) = &session.store {
+        store.close();
+    }
     match status {
         None | Some(TaskState::Completed) => exit::OK,
         Some(_) => exit::TASK_NOT_COMPLETED,
     }
+}
+
+/// The session's store, opened with what it kept; `None` under `MURMUR_STORE=off`.
+fn open_store(
+    config: &CapsuleConfig,
+    events: &Arc<EventLog>,
+) -> Result<(Option<Arc<crate::store::Store>>, crate::store::Restored), crate::store::StoreError> {
+    if !crate::store::wanted() {
+        return Ok((None, Default::default()));
+    }
+    let (store, restored) = crate::store::Store::open(&config.records_dir, events.clone())?;
+    Ok((Some(Arc::new(store)), restored))
 }
 
 /// What runs the capsule's tasks: the process driver in its containment, or the http driver

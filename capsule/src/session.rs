@@ -72,6 +72,8 @@ pub struct Session {
     /// The model gateway its harnesses call their provider through; `None` for an http
     /// capsule (its loop calls the provider itself) or a CLI left to its own way out.
     pub gateway: Option<Arc<crate::gateway::Gateway>>,
+    /// Where tasks, harness sessions and spend outlive the process (`crate::store`).
+    pub store: Option<Arc<crate::store::Store>>,
 }
 
 fn digest(token: &str) -> [u8; 32] {
@@ -118,6 +120,7 @@ impl Session {
             run_files: Vec::new(),
             spend: Arc::new(crate::gateway::Spend::none()),
             gateway: None,
+            store: None,
         }
     }
 
@@ -130,6 +133,26 @@ impl Session {
         self.spend = Arc::new(spend);
         self.gateway = gateway;
         self
+    }
+
+    /// The session's durable store and the harness sessions it kept (`None`: a capsule run
+    /// with `MURMUR_STORE=off`, whose tasks end with it).
+    pub fn storing(
+        mut self,
+        store: Option<Arc<crate::store::Store>>,
+        harness_sessions: HarnessSessions,
+    ) -> Session {
+        self.store = store;
+        self.harness_sessions = harness_sessions;
+        self
+    }
+
+    /// Returns once the store holds every task change made so far: an answer rendered before
+    /// this call may then leave (docs/store.md). At once without a store.
+    pub async fn kept(&self) {
+        if let Some(store) = &self.store {
+            store.kept(self.registry.newest()).await;
+        }
     }
 
     /// The files this run was launched from (a formation's file, its members' manifests):

@@ -46,9 +46,11 @@ pub enum Code {
     RenderOutput,
     /// A command's argument or a variable it reads does not read.
     BadArgument,
+    /// `mur run --resume` names a launch that is still running.
+    StillRunning,
 }
 
-const TABLE: [(Code, &str); 20] = [
+const TABLE: [(Code, &str); 21] = [
     (Code::PortInUse, "E-RUN-010"),
     (Code::BindFailed, "E-RUN-011"),
     (Code::CapsuleDidNotStart, "E-RUN-012"),
@@ -69,6 +71,7 @@ const TABLE: [(Code, &str); 20] = [
     (Code::BadSecrets, "E-RND-003"),
     (Code::RenderOutput, "E-RND-004"),
     (Code::BadArgument, "E-CLI-030"),
+    (Code::StillRunning, "E-RUN-061"),
 ];
 
 impl Code {

@@ -49,6 +49,10 @@ enum Cmd {
         /// The context id of the launch's task
         #[arg(long)]
         context: Option<String>,
+        /// Bring back a launch that was killed (or stopped): its sessions, URLs, tokens and
+        /// tasks. SESSION, @N (as `mur ps` lists them) or a formation's name
+        #[arg(long, value_name = "SESSION|@N|FORMATION", conflicts_with_all = ["manifest", "task", "context", "forget_session", "workdir"])]
+        resume: Option<String>,
         /// Drop the harness session the context names before the task starts
         #[arg(long, requires = "context")]
         forget_session: bool,
@@ -67,7 +71,13 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
-    /// List running capsules
+    /// Remove ended sessions' records (traces, task stores) untouched for longer than an age
+    Gc {
+        /// The age: 30m, 12h, 7d (default 7d)
+        #[arg(long, value_name = "AGE")]
+        older_than: Option<String>,
+    },
+    /// List running capsules, and launches cut short that can be resumed
     Ps {
         #[arg(long)]
         json: bool,
@@ -113,6 +123,11 @@ enum Cmd {
         /// Reuse the tokens of Secrets rendered before (a file or folder of YAML) instead of minting
         #[arg(long, value_name = "PATH")]
         secrets_from: Option<PathBuf>,
+        /// Keep each member's records (trace, task store) on a PersistentVolumeClaim of SIZE
+        /// (a Kubernetes quantity: 1Gi, 500Mi, 10G)
+        // Hyphen values reach the size check, which says what is wrong with `-1Gi`.
+        #[arg(long, value_name = "SIZE", allow_hyphen_values = true)]
+        persist: Option<String>,
     },
     /// Watch running formations live: capsules, tasks, calls, refusals; cancel and stop from
     /// the keyboard (`--once`, or a stdout that is not a terminal: one text snapshot)
@@ -267,12 +282,14 @@ async fn dispatch(cmd: Cmd) -> CliResult<i32> {
             manifest,
             task,
             context,
+            resume,
             forget_session,
             workdir,
             json,
         } => {
             commands::run::run(commands::run::RunArgs {
                 manifest,
+                resume,
                 task,
                 context,
                 forget_session,
@@ -282,6 +299,7 @@ async fn dispatch(cmd: Cmd) -> CliResult<i32> {
             .await
         }
         Cmd::Ps { json } => commands::ps::run(json).await,
+        Cmd::Gc { older_than } => commands::gc::run(older_than.as_deref()),
         Cmd::Spend { day, json } => commands::spend::run(day.as_deref(), json),
         Cmd::Stop { address } => commands::stop::run(&address).await,
         Cmd::Cancel { address, task_id } => commands::cancel::run(&address, &task_id).await,
@@ -301,6 +319,7 @@ async fn dispatch(cmd: Cmd) -> CliResult<i32> {
             image,
             out,
             secrets_from,
+            persist,
         } => commands::render::run(commands::render::RenderArgs {
             target,
             manifest,
@@ -308,6 +327,7 @@ async fn dispatch(cmd: Cmd) -> CliResult<i32> {
             image: image.unwrap_or_else(commands::render::default_image),
             out,
             secrets_from,
+            persist,
         }),
         Cmd::Top { address, once } => commands::top::run(address.as_deref(), once).await,
         Cmd::Watch { address, url } => {

@@ -856,13 +856,24 @@ pub fn assert_nothing_left(home: &Home, limit: Duration) {
 
 /// After a launch was killed: the next `mur ps` finds nothing running and prunes `run/` of
 /// every record, token and wiring file the launch left.
+/// The launch itself stays resumable: `run/launches/` keeps it, and `mur ps` lists it as cut
+/// short (docs/store.md).
 pub fn assert_ps_prunes_run(home: &Home) {
     let (code, out, _) = home.run(&["ps"]);
-    assert_eq!((code, out.as_str()), (0, "no capsule is running\n"));
+    assert_eq!(code, 0);
+    let mut lines = out.lines();
+    assert_eq!(lines.next(), Some("no capsule is running"), "{out}");
+    assert_eq!(
+        lines.next(),
+        Some("cut short, can be resumed (`mur run --resume @N`, or its session):"),
+        "{out}"
+    );
+    assert!(lines.all(|l| l.starts_with('@')), "{out}");
     let left: Vec<_> = std::fs::read_dir(home.home.join("run"))
         .unwrap()
         .flatten()
         .map(|e| e.file_name())
+        .filter(|n| n != "launches")
         .collect();
     assert!(left.is_empty(), "{left:?}");
 }

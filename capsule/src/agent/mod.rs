@@ -48,6 +48,8 @@ pub async fn work(session: Arc<Session>, worker: Worker, launch: Option<TaskId>)
     while let Some(task) = session.registry.next().await {
         let id = task.id.clone();
         let outcome = run_task(&session, &worker, &mut guide, task).await;
+        // Its ending is kept before anyone is told of it: the terminal, or a parent.
+        session.kept().await;
         let is_launch = launch.as_ref() == Some(&id);
         // A sub-capsule's answer is its parent's to tell, not the user's terminal's.
         if is_launch && session.completion.is_none() {

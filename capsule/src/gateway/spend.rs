@@ -158,6 +158,9 @@ pub struct Spend {
     session: Mutex<Totals>,
     /// The refusal that stopped each task, for its ending.
     stopped: Mutex<HashMap<String, Stop>>,
+    /// Told the session's totals after each call: the session's store keeps them, so a
+    /// restarted capsule's session ceiling counts what it spent before.
+    journal: Option<std::sync::Arc<dyn Fn(Totals) + Send + Sync>>,
 }
 
 impl Spend {
@@ -177,7 +180,23 @@ impl Spend {
             tasks: Mutex::new(HashMap::new()),
             session: Mutex::new(Totals::default()),
             stopped: Mutex::new(HashMap::new()),
+            journal: None,
         }
+    }
+
+    /// Starts from what the session spent before its restart, and tells `journal` of every
+    /// total from now on.
+    pub fn restored(
+        mut self,
+        spent: Totals,
+        journal: std::sync::Arc<dyn Fn(Totals) + Send + Sync>,
+    ) -> Spend {
+        self.session
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .add(spent);
+        self.journal = Some(journal);
+        self
     }
 
     /// No ceiling, no ledger: what a capsule started without a home has.
@@ -358,10 +377,14 @@ impl Spend {
             .entry(task_id.to_owned())
             .or_default()
             .add(counted);
-        self.session
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .add(counted);
+        {
+            let mut session = self.session.lock().unwrap_or_else(|p| p.into_inner());
+            session.add(counted);
+            // Under the lock: the store is told the totals in the order they grew.
+            if let Some(journal) = &self.journal {
+                journal(*session);
+            }
+        }
         if let Some(f) = &self.formation {
             if let Err(e) = f.counter.add(counted) {
                 eprintln!("murmur: the formation's spend could not be counted: {e}");

@@ -60,7 +60,7 @@ fn home() -> Option<PathBuf> {
 /// what `harness.read` grants.
 pub(crate) fn secrets(session: &Session, murmur_home: Option<&Path>) -> Vec<PathBuf> {
     let Some(home) = home() else {
-        return Vec::new();
+        return vec![session.records_dir.join(crate::store::DIR)];
     };
     let mut hidden: Vec<PathBuf> = SECRETS.iter().map(|s| home.join(s)).collect();
     let default_home = home.join(".murmur");
@@ -72,6 +72,9 @@ pub(crate) fn secrets(session: &Session, murmur_home: Option<&Path>) -> Vec<Path
         hidden.push(default_home.join("run"));
         hidden.push(default_home.join("records"));
     }
+    // The session's own records stay in sight, but for its task store: a harness that could
+    // write it could rewrite the answers its door gives after a restart.
+    hidden.push(session.records_dir.join(crate::store::DIR));
     // The spend ledger and counters: a harness that could write them could lift its ceiling.
     hidden.push(default_home.join("spend"));
     if let Some(m) = murmur_home {

@@ -4,7 +4,11 @@
 //! next task starts a new harness session, as after `forgetSession`).
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Told of every session kept (`Some`) or dropped (`None`), by conversation, in order: the
+/// session's store keeps them for a restarted capsule.
+pub type SessionJournal = Arc<dyn Fn(&str, Option<&str>) + Send + Sync>;
 
 /// How many contexts keep a harness session.
 pub const KEPT: usize = 10_000;
@@ -34,6 +38,7 @@ struct Inner {
 pub struct HarnessSessions {
     inner: Mutex<Inner>,
     kept: usize,
+    journal: Option<SessionJournal>,
 }
 
 impl Default for HarnessSessions {
@@ -47,6 +52,31 @@ impl HarnessSessions {
         HarnessSessions {
             inner: Mutex::new(Inner::default()),
             kept,
+            journal: None,
+        }
+    }
+
+    /// Takes back the sessions a store kept (oldest first), then tells `journal` of every
+    /// change from now on.
+    pub fn restored(mut self, kept: Vec<(String, String)>, journal: SessionJournal) -> Self {
+        {
+            let inner = self.inner.get_mut().unwrap_or_else(|e| e.into_inner());
+            for (context, session) in kept {
+                if !is_session_id(&session) {
+                    continue;
+                }
+                inner.order.retain(|c| *c != context);
+                inner.order.push_back(context.clone());
+                inner.by_context.insert(context, session);
+            }
+        }
+        self.journal = Some(journal);
+        self
+    }
+
+    fn tell(&self, context: &str, session: Option<&str>) {
+        if let Some(journal) = &self.journal {
+            journal(context, session);
         }
     }
 
@@ -65,13 +95,19 @@ impl HarnessSessions {
         let mut inner = self.lock();
         inner.order.retain(|c| c != context);
         let Some(session) = session.filter(|s| is_session_id(s)) else {
-            return inner.by_context.remove(context);
+            let old = inner.by_context.remove(context);
+            if old.is_some() {
+                self.tell(context, None);
+            }
+            return old;
         };
         inner.order.push_back(context.to_owned());
+        self.tell(context, Some(&session));
         let old = inner.by_context.insert(context.to_owned(), session);
         while inner.order.len() > self.kept {
             if let Some(oldest) = inner.order.pop_front() {
                 inner.by_context.remove(&oldest);
+                self.tell(&oldest, None);
             }
         }
         old

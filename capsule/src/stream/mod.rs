@@ -123,6 +123,19 @@ impl EventLog {
         self.log.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Numbers the events from `id + 1` on: a restarted capsule goes on from the ids its
+    /// store kept, so a client's Last-Event-ID from before never names a different event.
+    pub fn continue_after(&self, id: u64) {
+        let mut log = self.lock();
+        log.next_id = log.next_id.max(id + 1);
+        drop(log);
+        self.newest.send_if_modified(|n| {
+            let was = *n;
+            *n = (*n).max(id);
+            *n != was
+        });
+    }
+
     fn push(&self, task_id: &str, result: Value) {
         self.push_text(task_id, result.to_string(), Settles::No);
     }

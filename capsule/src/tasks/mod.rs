@@ -2,15 +2,15 @@
 //! which task, and the ListTasks order. One mutex guards it; no caller holds it across an await.
 
 pub mod approval;
-mod page_token;
+pub mod page_token;
 mod registry;
 mod residue;
 mod state;
 mod task;
 
 pub use registry::{
-    Admission, CancelRefusal, ListPage, ListQuery, Notes, Observer, Outcome, Registry, Reply,
-    ReplyRefusal, Retention, Started, RETAINED,
+    Admission, CancelRefusal, Journal, ListPage, ListQuery, Notes, Observer, Outcome, Registry,
+    Reply, ReplyRefusal, Retention, Started, RETAINED,
 };
 pub use residue::{Residue, ResidueItem};
 pub use state::{StateFilter, TaskState};

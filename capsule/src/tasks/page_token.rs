@@ -14,9 +14,18 @@ use sha2::Sha256;
 /// How much of the HMAC a token carries, in bytes.
 const TAG: usize = 16;
 
+static KEY: OnceLock<[u8; 32]> = OnceLock::new();
+
 fn key() -> &'static [u8; 32] {
-    static KEY: OnceLock<[u8; 32]> = OnceLock::new();
     KEY.get_or_init(rand::random)
+}
+
+/// Signs with `key` from now on rather than a key of this process's own: the session's store
+/// keeps it, so the tokens a door issued before its restart still read after it. Answers
+/// false when a token was already signed under another key (it must be set before the door
+/// serves).
+pub fn use_key(key: [u8; 32]) -> bool {
+    *KEY.get_or_init(|| key) == key
 }
 
 fn tag(position: &str) -> [u8; TAG] {

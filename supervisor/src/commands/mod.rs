@@ -3,6 +3,7 @@
 pub mod approve;
 pub mod cancel;
 pub mod capsule;
+pub mod gc;
 pub mod helpers;
 pub mod install;
 pub mod ps;

@@ -41,7 +41,7 @@ pub async fn run(as_json: bool) -> CliResult<i32> {
         return Ok(0);
     }
     if all.is_empty() {
-        super::emit("no capsule is running\n");
+        super::emit(&format!("no capsule is running\n{}", resumable()));
         return Ok(0);
     }
     let mut text = format!(
@@ -56,8 +56,37 @@ pub async fn run(as_json: bool) -> CliResult<i32> {
         text.push_str(&line);
         text.push('\n');
     }
+    text.push_str(&resumable());
     super::emit(&text);
     Ok(0)
+}
+
+/// The launches cut short (killed, or their machine went down), newest first, each with the
+/// `@N` that `mur run --resume @N` takes; nothing when there is none.
+fn resumable() -> String {
+    let cut = crate::formation::resume::cut_short();
+    if cut.is_empty() {
+        return String::new();
+    }
+    let mut text =
+        String::from("cut short, can be resumed (`mur run --resume @N`, or its session):\n");
+    for (i, l) in cut.iter().enumerate() {
+        let what = match &l.formation {
+            Some(f) => format!("{} ({} members)", field(f), l.members.len()),
+            None => l
+                .members
+                .first()
+                .map(|m| field(&m.name).into_owned())
+                .unwrap_or_default(),
+        };
+        text.push_str(&format!(
+            "{:<4} {}  {what}, started {}\n",
+            format!("@{}", i + 1),
+            field(&l.entry),
+            field(&l.started_at)
+        ));
+    }
+    text
 }
 
 fn status(up: bool) -> &'static str {

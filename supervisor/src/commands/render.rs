@@ -1,12 +1,12 @@
 //! `mur render --target kubernetes FORMATION [--namespace NS] [--image IMAGE] [--out DIR]
-//! [--secrets-from FILE]`: the formation's objects as one multi-document YAML on stdout, or a
+//! [--secrets-from FILE] [--persist SIZE]`: the formation's objects as one multi-document YAML on stdout, or a
 //! file per member (`member-<name>.yaml`) plus the formation's own (`formation.yaml`) in DIR
 //! (docs/kubernetes.md).
 
 use std::path::{Path, PathBuf};
 
 use crate::error::{CliError, CliResult, Code};
-use crate::render::{self, yaml, Object, Options, Target};
+use crate::render::{self, yaml, Object, Options, Size, Target};
 
 pub struct RenderArgs {
     pub target: String,
@@ -15,6 +15,8 @@ pub struct RenderArgs {
     pub image: String,
     pub out: Option<PathBuf>,
     pub secrets_from: Option<PathBuf>,
+    /// `--persist SIZE`, as written: checked before the formation is read.
+    pub persist: Option<String>,
 }
 
 /// The image `mur render` names unless `--image` says otherwise: the Dockerfile's, tagged
@@ -33,12 +35,14 @@ pub fn run(args: RenderArgs) -> CliResult<i32> {
         ));
     }
     let Target::Kubernetes = Target::parse(&args.target)?;
+    let persist = args.persist.as_deref().map(Size::parse).transpose()?;
     let objects = render::kubernetes(
         &args.manifest,
         &Options {
             namespace: args.namespace,
             image: args.image,
             secrets_from: args.secrets_from,
+            persist,
         },
     )?;
     match &args.out {

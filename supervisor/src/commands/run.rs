@@ -14,6 +14,8 @@ use crate::records;
 
 pub struct RunArgs {
     pub manifest: PathBuf,
+    /// `--resume ADDRESS`: a kept launch to bring back instead of the manifest.
+    pub resume: Option<String>,
     pub task: Option<String>,
     pub context: Option<String>,
     pub forget_session: bool,
@@ -151,7 +153,15 @@ fn telemetry_from(plan: &Plan) -> CliResult<()> {
 }
 
 pub async fn run(args: RunArgs) -> CliResult<i32> {
-    let plan = Plan::runnable(&args.manifest)?;
+    let resume = args
+        .resume
+        .as_deref()
+        .map(formation::resume::resolve)
+        .transpose()?;
+    let manifest = resume
+        .as_ref()
+        .map_or(args.manifest.clone(), |k| k.manifest.clone());
+    let plan = Plan::runnable(&manifest)?;
     telemetry_from(&plan)?;
     // Every capsule reads the daily ceilings; one that does not read stops the launch here,
     // before anything starts, rather than each capsule at its start.
@@ -172,9 +182,14 @@ pub async fn run(args: RunArgs) -> CliResult<i32> {
         }),
         None => None,
     };
+    let workdir = match &resume {
+        Some(kept) => workdir(Some(&kept.workdir))?,
+        None => workdir(args.workdir.as_deref())?,
+    };
     let options = formation::Options {
         task,
-        workdir: workdir(args.workdir.as_deref())?,
+        resume,
+        workdir,
         json: args.json,
         containment,
     };

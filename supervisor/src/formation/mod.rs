@@ -6,6 +6,7 @@
 mod failure;
 pub mod plan;
 pub mod restart;
+pub mod resume;
 pub mod start;
 mod supervise;
 pub mod wire;

@@ -21,6 +21,7 @@ use capsule::wiring::Source;
 
 use super::plan::Plan;
 use super::restart::Restarts;
+use super::resume::{self, LaunchFile, MemberFile};
 use super::supervise::{supervise, Exits, Member, Respawn, Stops};
 use super::wire;
 use crate::delegation::{Parent, Service};
@@ -35,6 +36,8 @@ const READY_WITHIN: Duration = Duration::from_secs(15);
 /// What the command line adds to a plan.
 pub struct Options {
     pub task: Option<LaunchTask>,
+    /// A launch brought back (`mur run --resume`): its sessions, ports and tokens.
+    pub resume: Option<LaunchFile>,
     pub workdir: PathBuf,
     pub json: bool,
     pub containment: Option<Containment>,
@@ -45,10 +48,16 @@ pub async fn run(plan: Plan, opts: Options) -> CliResult<i32> {
     // Taken before anything starts: a Ctrl-C or SIGTERM from here on stops the launch cleanly
     // instead of ending this process with its members' records behind it.
     let stops = Stops::take();
-    let sessions: Vec<SessionId> = plan.members.iter().map(|_| SessionId::mint()).collect();
-    let dirs = make_records(&plan, &opts.workdir, &sessions)?;
-    write_rosters(&plan, &sessions, &dirs)?;
-    let listeners = bind_all(&plan)?;
+    let (sessions, dirs) = match &opts.resume {
+        Some(kept) => kept_records(&plan, kept)?,
+        None => {
+            let sessions: Vec<SessionId> = plan.members.iter().map(|_| SessionId::mint()).collect();
+            let dirs = make_records(&plan, &opts.workdir, &sessions)?;
+            write_rosters(&plan, &sessions, &dirs)?;
+            (sessions, dirs)
+        }
+    };
+    let listeners = bind_all(&plan, opts.resume.as_ref())?;
     let urls: Vec<String> = listeners
         .iter()
         .map(|l| {
@@ -59,12 +68,21 @@ pub async fn run(plan: Plan, opts: Options) -> CliResult<i32> {
         })
         .collect();
     launch::become_subreaper();
-    let minted = wire::mint(&plan);
+    let mut minted = wire::mint(&plan);
+    if let Some(kept) = &opts.resume {
+        for (m, minted) in plan.members.iter().zip(minted.iter_mut()) {
+            kept.keep_tokens(&m.name, minted);
+        }
+    }
+    let kept = keep_launch(&plan, &opts, &sessions, &dirs, &listeners, &minted)?;
     let cleanup = Cleanup {
         sessions: sessions.iter().map(|s| s.to_string()).collect(),
         spend_counter: formation_spend(&plan, &sessions[plan.entry]).map(|f| f.counter),
     };
     sweep_spend_counters();
+    if opts.resume.is_some() {
+        reseed_spend(&plan, &sessions, &dirs);
+    }
     let configs = match write_credentials(&plan, &opts, &sessions, &dirs, &urls, &minted) {
         Ok(c) => c,
         Err(e) => {
@@ -115,7 +133,106 @@ pub async fn run(plan: Plan, opts: Options) -> CliResult<i32> {
     }
     launch::sweep();
     cleanup.run();
+    resume::mark_stopped(&kept.entry);
     Ok(code)
+}
+
+/// A resumed launch's sessions and records folders, member by member, as it kept them; the
+/// manifest must still name the members it had.
+fn kept_records(plan: &Plan, kept: &LaunchFile) -> CliResult<(Vec<SessionId>, Vec<PathBuf>)> {
+    let mut sessions = Vec::new();
+    let mut dirs = Vec::new();
+    for m in &plan.members {
+        let Some(k) = kept.member(&m.name) else {
+            return Err(CliError::new(
+                Code::NoSuchSession,
+                format!(
+                    "{} now has a member {} that the launch of session {} did not have",
+                    kept.manifest.display(),
+                    m.name,
+                    kept.entry
+                ),
+                "a resumed launch runs the members it had: put the manifest back as it was, or launch it afresh with `mur run`",
+            ));
+        };
+        sessions.push(SessionId::from_wire(&k.session));
+        dirs.push(k.records.clone());
+    }
+    Ok((sessions, dirs))
+}
+
+/// Writes what `mur run --resume` needs to bring this launch back (`resume::LaunchFile`).
+fn keep_launch(
+    plan: &Plan,
+    opts: &Options,
+    sessions: &[SessionId],
+    dirs: &[PathBuf],
+    listeners: &[TcpListener],
+    minted: &[Vec<Minted>],
+) -> CliResult<LaunchFile> {
+    let members = plan
+        .members
+        .iter()
+        .enumerate()
+        .map(|(i, m)| MemberFile {
+            name: m.name.clone(),
+            session: sessions[i].to_string(),
+            port: listeners[i].local_addr().map(|a| a.port()).unwrap_or(0),
+            records: dirs[i].clone(),
+            tokens: minted[i]
+                .iter()
+                .map(|t| (t.credential.clone(), t.token.clone()))
+                .collect(),
+        })
+        .collect();
+    let file = LaunchFile {
+        entry: sessions[plan.entry].to_string(),
+        formation: plan.formation.as_ref().map(|f| f.name.clone()),
+        manifest: {
+            let given = match &plan.formation {
+                Some(f) => f.path.clone(),
+                None => plan.members[plan.entry].manifest.path.clone(),
+            };
+            std::path::absolute(&given).unwrap_or(given)
+        },
+        workdir: opts.workdir.clone(),
+        started_at: opts
+            .resume
+            .as_ref()
+            .map(|k| k.started_at.clone())
+            .unwrap_or_else(|| Millis::now().rfc3339()),
+        members,
+        stopped: false,
+    };
+    file.save()
+        .map_err(|e| credentials_error("launch file", e))?;
+    Ok(file)
+}
+
+/// A resumed formation's shared spend counter starts from what its members' stores say they
+/// spent, so a `kill -9` never lifts the formation's ceiling.
+fn reseed_spend(plan: &Plan, sessions: &[SessionId], dirs: &[PathBuf]) {
+    let Some(f) = formation_spend(plan, &sessions[plan.entry]) else {
+        return;
+    };
+    let mut total = capsule::gateway::ledger::Totals::default();
+    for dir in dirs {
+        if let Some(spent) = capsule::store::spent_in(dir) {
+            total.add(spent);
+        }
+    }
+    let _ = std::fs::remove_file(&f.counter);
+    if let Some(dir) = f.counter.parent() {
+        let _ = capsule::private::create_dir_under(&records::home(), dir);
+    }
+    match capsule::gateway::ledger::Counter::open(&f.counter) {
+        Ok(counter) => {
+            if let Err(e) = counter.add(total) {
+                eprintln!("warning: the formation's spend so far could not be counted again: {e}");
+            }
+        }
+        Err(e) => eprintln!("warning: the formation's spend counter could not be made: {e}"),
+    }
 }
 
 /// The session files a launch leaves in `run/` until it ends: records, tokens and wiring.
@@ -231,12 +348,22 @@ fn write_rosters(plan: &Plan, sessions: &[SessionId], dirs: &[PathBuf]) -> CliRe
     Ok(())
 }
 
-/// Every member's listener, before anything starts. A taken pin names its member.
-fn bind_all(plan: &Plan) -> CliResult<Vec<TcpListener>> {
+/// Every member's listener, before anything starts. A taken pin names its member; a resumed
+/// launch takes each member's port of before, which its callers and clients hold.
+fn bind_all(plan: &Plan, kept: Option<&LaunchFile>) -> CliResult<Vec<TcpListener>> {
     plan.members
         .iter()
         .map(|m| {
-            launch::bind(m.port).map_err(|e| match plan.is_formation() {
+            let before = kept.and_then(|k| k.member(&m.name)).map(|k| k.port);
+            let bound = launch::bind(before.or(m.port)).map_err(|e| match before {
+                Some(port) => CliError::new(
+                    Code::PortInUse,
+                    format!("port {port}, where the session {} answered before, is already in use", kept.map(|k| k.entry.as_str()).unwrap_or_default()),
+                    format!("stop whatever listens on {port} (`ss -ltnp 'sport = :{port}'` shows it) and resume again: a resumed launch keeps its URLs, which its callers and clients hold"),
+                ),
+                None => e,
+            });
+            bound.map_err(|e| match plan.is_formation() {
                 true => e.within(&format!("member {}", m.name)),
                 false => e,
             })

@@ -4,7 +4,8 @@
 //! its tokens and wiring are minted by that code too. Each member becomes a Deployment running
 //! `mur capsule` from the same `CapsuleConfig` a local launch hands it, a Service, a Secret of
 //! its door's tokens, a Secret of its wiring (the only one its pod mounts) and a ConfigMap;
-//! NetworkPolicies enforce its `calls` edges.
+//! NetworkPolicies enforce its `calls` edges. With `--persist`, a PersistentVolumeClaim keeps
+//! each member's records across its pods.
 //!
 //! Delegation (`capabilities.delegate`) is refused: a sub-capsule needs a supervisor beside
 //! its parent, which a cluster does not have yet (docs/kubernetes.md).
@@ -13,6 +14,7 @@ mod names;
 mod network;
 mod objects;
 mod secrets;
+mod storage;
 pub mod yaml;
 
 use std::path::{Path, PathBuf};
@@ -24,6 +26,7 @@ use crate::formation::Plan;
 
 pub use names::{check_namespace, ENTRY_LABEL, FORMATION_LABEL};
 pub use secrets::OPERATOR_KEY;
+pub use storage::Size;
 
 /// What `mur render` can write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,6 +57,8 @@ pub struct Options {
     pub namespace: String,
     pub image: String,
     pub secrets_from: Option<PathBuf>,
+    /// `--persist`: each member's records on a claim of this size rather than in its pod.
+    pub persist: Option<Size>,
 }
 
 /// One rendered object, and the member it belongs to (`None`: the formation's own).
@@ -185,7 +190,8 @@ fn refuse_open_ports(m: &crate::formation::plan::PlannedMember) -> CliResult<()>
 }
 
 /// Every object of the formation at `path`: the formation's default-deny policy first, then per
-/// member its tokens Secret, wiring Secret, ConfigMap, Service, Deployment and NetworkPolicy.
+/// member its tokens Secret, wiring Secret, ConfigMap, Service, records claim (`--persist`
+/// only), Deployment and NetworkPolicy.
 pub fn kubernetes(path: &Path, opts: &Options) -> CliResult<Vec<Object>> {
     let (plan, formation) = plan(path)?;
     let layout = names::Layout::of(&plan, &formation, &opts.namespace)?;
@@ -203,15 +209,26 @@ pub fn kubernetes(path: &Path, opts: &Options) -> CliResult<Vec<Object>> {
             )
         })?;
         let config = objects::capsule_config(&layout, i, &minted[i]);
+        // The claim before the Deployment whose pod mounts it, so `kubectl apply` makes it first.
+        let claim = opts
+            .persist
+            .as_ref()
+            .map(|size| storage::records_claim(&layout, i, size));
         let values = [
-            secrets::tokens_secret(&layout, i, &minted[i]),
-            secrets::wiring_secret(&layout, i, &wiring)?,
-            objects::config_map(&layout, i, member, &config, &wiring)?,
-            objects::service(&layout, i),
-            objects::deployment(&layout, i, &opts.image),
-            network::member_policy(&plan, &layout, i),
+            Some(secrets::tokens_secret(&layout, i, &minted[i])),
+            Some(secrets::wiring_secret(&layout, i, &wiring)?),
+            Some(objects::config_map(&layout, i, member, &config, &wiring)?),
+            Some(objects::service(&layout, i)),
+            claim,
+            Some(objects::deployment(
+                &layout,
+                i,
+                &opts.image,
+                opts.persist.is_some(),
+            )),
+            Some(network::member_policy(&plan, &layout, i)),
         ];
-        out.extend(values.into_iter().map(|value| Object {
+        out.extend(values.into_iter().flatten().map(|value| Object {
             member: Some(member.name.clone()),
             value,
         }));

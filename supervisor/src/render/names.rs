@@ -1,7 +1,7 @@
 //! What each member is called in the cluster: one DNS label `<formation>-<member>` names its
 //! Deployment, Service, Secret, ConfigMap and NetworkPolicy, and its Service's DNS name is the
-//! URL its callers are wired to; its wiring Secret and its pod's emptyDirs take that name and a
-//! suffix ([`Derived`]). Names Kubernetes cannot take are refused here, before anything is
+//! URL its callers are wired to; its wiring Secret, its pod's emptyDirs and its records claim
+//! take that name and a suffix ([`Derived`]). Names Kubernetes cannot take are refused here, before anything is
 //! rendered, rather than bent into something that might collide.
 
 use std::collections::BTreeMap;
@@ -30,10 +30,19 @@ pub enum Derived {
     State,
     /// The emptyDir at `/tmp`.
     Tmp,
+    /// The PersistentVolumeClaim of the member's records (`--persist`). Its name is kept from
+    /// other members' even when it is not rendered, so `--persist` never refuses a formation
+    /// that renders without it.
+    Records,
 }
 
 impl Derived {
-    const ALL: [Derived; 3] = [Derived::Wiring, Derived::State, Derived::Tmp];
+    const ALL: [Derived; 4] = [
+        Derived::Wiring,
+        Derived::State,
+        Derived::Tmp,
+        Derived::Records,
+    ];
 
     /// The longest suffix, which bounds `<object>`.
     pub const LONGEST_SUFFIX: usize = {
@@ -53,6 +62,9 @@ impl Derived {
             Derived::Wiring => "-wiring",
             Derived::State => "-state",
             Derived::Tmp => "-tmp",
+            // Not `-records`: one character longer than `-wiring`, it would shorten the names
+            // every formation may take.
+            Derived::Records => "-data",
         }
     }
 
@@ -62,6 +74,7 @@ impl Derived {
             Derived::Wiring => "wiring Secret",
             Derived::State => "state volume",
             Derived::Tmp => "tmp volume",
+            Derived::Records => "records claim",
         }
     }
 
@@ -266,7 +279,12 @@ mod tests {
         let names: Vec<String> = Derived::ALL.iter().map(|d| d.of("split-lead")).collect();
         assert_eq!(
             names,
-            ["split-lead-wiring", "split-lead-state", "split-lead-tmp"]
+            [
+                "split-lead-wiring",
+                "split-lead-state",
+                "split-lead-tmp",
+                "split-lead-data"
+            ]
         );
         assert!(Derived::ALL
             .iter()
@@ -285,6 +303,11 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "error[E-RND-002]: member lead-state: \"split-lead-state\" is the name of member lead's state volume\n  hint: rename the member"
+        ); // The claim's name is kept whether or not `--persist` renders it.
+        let clash = [placed("lead"), placed("lead-data")];
+        assert_eq!(
+            refuse_derived_clashes(&clash).unwrap_err().to_string(),
+            "error[E-RND-002]: member lead-data: \"split-lead-data\" is the name of member lead's records claim\n  hint: rename the member"
         );
     }
 }

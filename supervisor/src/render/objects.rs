@@ -2,7 +2,8 @@
 //! hands a capsule, in the same `MURMUR_CAPSULE_CONFIG` variable), the ConfigMap carrying that
 //! config and the member's manifest, the Deployment running `mur capsule` on the member's port
 //! with probes on its agent card and a locked-down security context, and its Service, whose DNS
-//! name is the URL its callers are wired to.
+//! name is the URL its callers are wired to. With `--persist` the Deployment mounts the member's
+//! records claim (render::storage) over its records folder.
 
 use std::path::{Path, PathBuf};
 
@@ -28,6 +29,9 @@ pub const CONFIG_DIR: &str = "/etc/murmur";
 pub const SECRET_DIR: &str = "/var/run/murmur";
 /// The member's writable state (records, trace, work folder, HOME): an emptyDir.
 pub const STATE_DIR: &str = "/var/lib/murmur";
+/// The records folder inside [`STATE_DIR`]: the capsule config's `records_dir`, and where
+/// `--persist` mounts the member's claim.
+const RECORDS: &str = "records";
 /// Where the image keeps `mur` (Dockerfile).
 pub const MUR_EXE: &str = "/usr/local/bin/mur";
 /// The ConfigMap's keys.
@@ -43,7 +47,7 @@ pub fn capsule_config(layout: &Layout, i: usize, minted: &[Minted]) -> CapsuleCo
     CapsuleConfig {
         manifest: Path::new(CONFIG_DIR).join(MANIFEST_KEY),
         session_id: SessionId::mint().to_string(),
-        records_dir: Path::new(STATE_DIR).join("records"),
+        records_dir: records_dir(),
         workdir: Path::new(STATE_DIR).join("work"),
         url: layout.members[i].url.clone(),
         mur_exe: PathBuf::from(MUR_EXE),
@@ -61,6 +65,11 @@ pub fn capsule_config(layout: &Layout, i: usize, minted: &[Minted]) -> CapsuleCo
         spend_home: None,
         formation_spend: None,
     }
+}
+
+/// Where the member's records (trace, task store) are, in its container.
+fn records_dir() -> PathBuf {
+    Path::new(STATE_DIR).join(RECORDS)
 }
 
 fn encode_failed(what: &str, e: impl std::fmt::Display) -> CliError {
@@ -115,8 +124,9 @@ pub fn config_map(
     }))
 }
 
-/// Member `i`'s Deployment: one replica of `mur capsule` (its door is one session's).
-pub fn deployment(layout: &Layout, i: usize, image: &str) -> Value {
+/// Member `i`'s Deployment: one replica of `mur capsule` (its door is one session's). With
+/// `persist`, its records are on its claim (`<object>-data`, render::storage).
+pub fn deployment(layout: &Layout, i: usize, image: &str, persist: bool) -> Value {
     let placed = &layout.members[i];
     let labels = layout.member_labels(i);
     json!({
@@ -129,7 +139,8 @@ pub fn deployment(layout: &Layout, i: usize, image: &str) -> Value {
         },
         "spec": {
             "replicas": 1,
-            // Never two sessions of one member at once.
+            // Never two sessions of one member at once; and a ReadWriteOnce claim (`--persist`)
+            // cannot be mounted by a second pod on another node while the first still runs.
             "strategy": { "type": "Recreate" },
             "selector": { "matchLabels": labels },
             "template": {
@@ -144,8 +155,8 @@ pub fn deployment(layout: &Layout, i: usize, image: &str) -> Value {
                         "fsGroup": RUN_AS,
                         "seccompProfile": { "type": "RuntimeDefault" },
                     },
-                    "containers": [container(placed.port, &placed.object, &layout.formation, image)],
-                    "volumes": volumes(&placed.object),
+                    "containers": [container(placed.port, &placed.object, &layout.formation, image, persist)],
+                    "volumes": volumes(&placed.object, persist),
                 },
             },
         },
@@ -155,9 +166,9 @@ pub fn deployment(layout: &Layout, i: usize, image: &str) -> Value {
 /// The pod's volumes. Every optional field is written out (`podman kube play` 4.3 crashes on a
 /// secret volume without `optional`), and every volume podman makes a named volume of its host
 /// from is named after the member (render::names, [`Derived`]): an emptyDir by its own name,
-/// the ConfigMap and the Secret by theirs.
-fn volumes(object: &str) -> Value {
-    json!([
+/// the ConfigMap and the Secret by theirs; the records claim (`persist`) by its own.
+fn volumes(object: &str, persist: bool) -> Value {
+    let mut volumes = json!([
         { "name": "config", "configMap": { "name": object, "optional": false } },
         {
             "name": "wiring",
@@ -171,7 +182,25 @@ fn volumes(object: &str) -> Value {
         },
         { "name": Derived::State.of(object), "emptyDir": {} },
         { "name": Derived::Tmp.of(object), "emptyDir": {} },
-    ])
+    ]);
+    if persist {
+        let claim = Derived::Records.of(object);
+        push(
+            &mut volumes,
+            json!({
+                "name": claim,
+                "persistentVolumeClaim": { "claimName": claim, "readOnly": false },
+            }),
+        );
+    }
+    volumes
+}
+
+/// `item` at the end of the array `list`.
+fn push(list: &mut Value, item: Value) {
+    if let Some(list) = list.as_array_mut() {
+        list.push(item);
+    }
 }
 
 /// A probe on the agent card, which every door serves without a token. The kubelet would name
@@ -190,8 +219,8 @@ fn probe(port: u16, period: u32, failures: u32) -> Value {
 }
 
 /// The capsule's container: `mur capsule --listen 0.0.0.0:PORT` (docs/kubernetes.md).
-fn container(port: u16, object: &str, formation: &str, image: &str) -> Value {
-    json!({
+fn container(port: u16, object: &str, formation: &str, image: &str, persist: bool) -> Value {
+    let mut container = json!({
         "name": "capsule",
         "image": image,
         "args": ["capsule", "--listen", format!("0.0.0.0:{port}")],
@@ -233,7 +262,20 @@ fn container(port: u16, object: &str, formation: &str, image: &str) -> Value {
             { "name": Derived::State.of(object), "mountPath": STATE_DIR },
             { "name": Derived::Tmp.of(object), "mountPath": "/tmp" },
         ],
-    })
+    });
+    if persist {
+        // Over the records folder only, listed after the state emptyDir it sits in: the work
+        // folder and HOME stay the pod's own, and what the claim keeps is what a rescheduled
+        // pod needs to answer for its earlier tasks.
+        push(
+            &mut container["volumeMounts"],
+            json!({
+                "name": Derived::Records.of(object),
+                "mountPath": records_dir().to_string_lossy(),
+            }),
+        );
+    }
+    container
 }
 
 /// Member `i`'s Service: its door on its port, by DNS name.

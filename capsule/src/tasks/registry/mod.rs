@@ -95,8 +95,17 @@ struct Control {
 /// Told of every change, under the registry's lock (so it sees changes in order).
 pub type Observer = Arc<dyn Fn(&Task) + Send + Sync>;
 
+/// What keeps the tasks beyond the process (the session's store): told of every change and
+/// of every task forgotten, under the registry's lock, so it sees them in `seq` order and
+/// [`Registry::newest`] never names a change it has not been handed.
+pub trait Journal: Send + Sync {
+    fn changed(&self, task: &Task);
+    fn forgotten(&self, id: &TaskId);
+}
+
 struct Inner {
     observer: Option<Observer>,
+    journal: Option<Arc<dyn Journal>>,
     retention: Retention,
     /// The sum of every kept task's [`Task::held`].
     bytes: usize,
@@ -156,6 +165,9 @@ impl Inner {
             if let Some(observe) = &self.observer {
                 observe(task);
             }
+            if let Some(journal) = &self.journal {
+                journal.changed(task);
+            }
         }
         self.forget_beyond(id);
     }
@@ -177,6 +189,9 @@ impl Inner {
             self.order.remove(&seq);
             if let Some(task) = self.tasks.remove(&id) {
                 self.bytes -= task.held;
+            }
+            if let Some(journal) = &self.journal {
+                journal.forgotten(&id);
             }
         }
     }
@@ -230,6 +245,7 @@ impl Registry {
         Registry {
             inner: Mutex::new(Inner {
                 observer: None,
+                journal: None,
                 retention,
                 bytes: 0,
                 tasks: HashMap::new(),
@@ -249,6 +265,54 @@ impl Registry {
     pub fn observed(self, observer: Observer) -> Self {
         self.lock().observer = Some(observer);
         self
+    }
+
+    /// Hands every change from now on to `journal` as well.
+    pub fn journaled(self, journal: Arc<dyn Journal>) -> Self {
+        self.lock().journal = Some(journal);
+        self
+    }
+
+    /// The position of the newest change: an answer rendered now says nothing a later change
+    /// made, so once the journal has kept everything up to here, the answer may leave.
+    pub fn newest(&self) -> u64 {
+        self.lock().seq
+    }
+
+    /// Takes back the tasks a store kept (in any order), at the positions they had, before
+    /// the door serves: GetTask and ListTasks answer them as they did, and the page tokens
+    /// issued then still name their place. `newest` is the newest position the store saw. A
+    /// task that was live when its process ended cannot go on (nothing runs it now): it fails
+    /// with `why`, which the journal keeps like any change.
+    pub fn restore(&self, tasks: Vec<Task>, newest: u64, why: &str) {
+        let mut inner = self.lock();
+        let mut live = Vec::new();
+        for mut task in tasks {
+            task.held = task.held_bytes();
+            inner.bytes += task.held;
+            inner.seq = inner.seq.max(task.seq);
+            inner.order.insert(task.seq, task.id.clone());
+            if !task.state.is_terminal() {
+                live.push(task.id.clone());
+            }
+            inner.tasks.insert(task.id.clone(), task);
+        }
+        inner.seq = inner.seq.max(newest);
+        for id in live {
+            if let Some(task) = inner.tasks.get_mut(&id) {
+                task.state = TaskState::Failed;
+                task.status_text = Some(why.to_owned());
+                task.prompt = None;
+                task.approval = None;
+            }
+            inner.touch(&id);
+        }
+        // Kept within today's bounds, should they be smaller than the store's.
+        if let Some(newest) = inner.order.values().next_back().cloned() {
+            inner.forget_beyond(&newest);
+        }
+        drop(inner);
+        self.changed();
     }
 
     /// Reads a task the viewer sees, under the lock: consistent with the observer's record.

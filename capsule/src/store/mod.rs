@@ -1,0 +1,184 @@
+//! The session's durable store (docs/store.md): one SQLite file in the session's records that
+//! keeps what a restarted capsule must answer as it did — every task as GetTask shows it, each
+//! conversation's harness session, the stream's event ids, the page tokens' key and what the
+//! session has spent. Reads never come here: the registry answers from memory. Changes are
+//! handed to one writer thread that commits them in batches, and the door lets an answer leave
+//! only once every change it could show is committed ([`Store::kept`]).
+
+mod open;
+mod rows;
+mod writer;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use crate::gateway::ledger::Totals;
+use crate::stream::EventLog;
+use crate::tasks::{Journal, Task};
+
+pub use open::StoreError;
+
+/// The store's folder in a session's records folder (0700), which the jail hides from every
+/// harness attempt: the harness keeps the rest of its session's records in sight.
+pub const DIR: &str = "store";
+
+/// The store's file in [`DIR`] (with SQLite's `-wal` and `-shm` beside it).
+pub const FILE: &str = "store.sqlite";
+
+/// Where a session's store is, given its records folder.
+pub fn path_in(records: &Path) -> PathBuf {
+    records.join(DIR).join(FILE)
+}
+
+/// The layout this release writes and reads (`PRAGMA user_version`).
+pub const VERSION: i32 = 1;
+
+/// `MURMUR_STORE=off` runs a capsule without a store: nothing it answers outlives it (the
+/// benchmarks' baseline, and throwaway runs).
+pub const ENV: &str = "MURMUR_STORE";
+
+/// What the status of a task that was live when its capsule ended says once it is back.
+pub const RESTARTED: &str =
+    "task failed: the capsule restarted while the task was live (its process ended: killed, \
+     crashed or its launch ended); send the task again";
+
+/// The longest an answer waits for the store: past it (a disk that stopped taking writes) the
+/// answer leaves anyway, and the capsule has said on stderr that the store is failing.
+const WAIT_AT_MOST: Duration = Duration::from_secs(5);
+
+/// What a store held when it was opened.
+#[derive(Default)]
+pub struct Restored {
+    /// Every task it kept, with the positions they had in the ListTasks order.
+    pub tasks: Vec<Task>,
+    /// The newest position it saw.
+    pub newest: u64,
+    /// Each conversation's harness session (conversation key, session id), oldest first.
+    pub harness_sessions: Vec<(String, String)>,
+    /// The newest stream event id handed out.
+    pub events: u64,
+    /// The key page tokens are signed with.
+    pub page_key: [u8; 32],
+    /// What the session had spent.
+    pub spent: Totals,
+}
+
+/// Whether a capsule keeps a store: unless `MURMUR_STORE=off`.
+pub fn wanted() -> bool {
+    std::env::var(ENV).map_or(true, |v| v != "off")
+}
+
+/// What the session whose records are `records` had spent, read from its store without
+/// opening it for writing; `None` without a store that reads.
+pub fn spent_in(records: &Path) -> Option<Totals> {
+    let conn = rusqlite::Connection::open_with_flags(
+        path_in(records),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .ok()?;
+    rows::spent(&conn).ok()
+}
+
+/// The store of a session, as its writer thread keeps it.
+pub struct Store {
+    path: PathBuf,
+    shared: Arc<writer::Shared>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+/// How far the store has committed, for answers waiting on it.
+pub(crate) struct Durable {
+    reached: AtomicU64,
+    changes: watch::Sender<u64>,
+    /// Set while commits fail: answers stop waiting on them.
+    failing: AtomicBool,
+}
+
+impl Durable {
+    fn new(at: u64) -> Durable {
+        Durable {
+            reached: AtomicU64::new(at),
+            changes: watch::channel(at).0,
+            failing: AtomicBool::new(false),
+        }
+    }
+
+    fn advance(&self, to: u64) {
+        self.reached.fetch_max(to, Ordering::AcqRel);
+        self.changes.send_replace(to);
+    }
+}
+
+impl Store {
+    /// Opens (or creates) the store in `records`, and starts its writer. A store that cannot
+    /// be trusted — corrupt, from a newer murmur, read-only, on a full disk — is refused with
+    /// what to do: a capsule never starts empty in its place.
+    pub fn open(records: &Path, events: Arc<EventLog>) -> Result<(Store, Restored), StoreError> {
+        let path = path_in(records);
+        let (conn, restored) = open::open(&path)?;
+        let durable = Durable::new(restored.newest);
+        let shared = Arc::new(writer::Shared::new(
+            durable,
+            events,
+            restored.harness_sessions.len() as u64,
+            path.clone(),
+        ));
+        let thread = writer::start(conn, shared.clone()).map_err(|e| StoreError {
+            file: path.clone(),
+            what: format!("cannot be written: its writer thread did not start ({e})"),
+            hint: "check the process limits (ulimit -u)".into(),
+        })?;
+        Ok((
+            Store {
+                path,
+                shared,
+                thread: Mutex::new(Some(thread)),
+            },
+            restored,
+        ))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The registry's journal: every task change, and every task forgotten.
+    pub fn journal(&self) -> Arc<dyn Journal> {
+        self.shared.clone()
+    }
+
+    /// Keeps a conversation's harness session (`None`: forgotten).
+    pub fn harness_session(&self, conversation: &str, session: Option<&str>) {
+        self.shared.harness_session(conversation, session);
+    }
+
+    /// Keeps what the session has spent so far.
+    pub fn spent(&self, totals: Totals) {
+        self.shared.spent(totals);
+    }
+
+    /// Returns once every change up to registry position `seq` is committed (at once when it
+    /// is, or when the store is failing; within [`WAIT_AT_MOST`] in any case).
+    pub async fn kept(&self, seq: u64) {
+        let durable = &self.shared.durable;
+        if durable.reached.load(Ordering::Acquire) >= seq || durable.failing.load(Ordering::Acquire)
+        {
+            return;
+        }
+        let mut rx = durable.changes.subscribe();
+        let _ = tokio::time::timeout(WAIT_AT_MOST, rx.wait_for(|d| *d >= seq)).await;
+    }
+
+    /// Commits what is pending and stops the writer: the capsule's last act before it exits.
+    pub fn close(&self) {
+        self.shared.close();
+        let thread = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(t) = thread {
+            let _ = t.join();
+        }
+    }
+}

@@ -1,0 +1,228 @@
+//! The store's one writer: changes are handed over under the registry's lock (a map insert,
+//! no I/O), and a thread of its own commits whatever has gathered as one transaction — one
+//! commit for many answers when the door is busy — then says how far it has committed. A
+//! commit that fails (a full disk) is said once on stderr and tried again; nothing handed over
+//! is dropped meanwhile.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Duration;
+
+use rusqlite::{params, Connection};
+
+use super::rows::TaskRow;
+use super::Durable;
+use crate::gateway::ledger::Totals;
+use crate::ids::TaskId;
+use crate::stream::EventLog;
+use crate::tasks::{Journal, Task};
+
+/// How long a failed commit waits before it is tried again.
+const RETRY: Duration = Duration::from_secs(1);
+
+/// What has changed since the last commit: the latest of each, so a task that changed ten
+/// times between two commits is written once.
+#[derive(Default)]
+struct Pending {
+    tasks: HashMap<String, TaskRow>,
+    forgotten: Vec<String>,
+    /// Conversation → its harness session (`None`: forgotten) and its place in the order.
+    sessions: HashMap<String, Option<(String, u64)>>,
+    spent: Option<Totals>,
+    /// The newest registry position among the changes.
+    newest: u64,
+    closing: bool,
+}
+
+impl Pending {
+    fn is_empty(&self) -> bool {
+        self.tasks.is_empty()
+            && self.forgotten.is_empty()
+            && self.sessions.is_empty()
+            && self.spent.is_none()
+    }
+
+    /// Puts back a batch that did not commit, under what changed since (which is newer).
+    fn put_back(&mut self, batch: Pending) {
+        for (id, row) in batch.tasks {
+            self.tasks.entry(id).or_insert(row);
+        }
+        let mut forgotten = batch.forgotten;
+        forgotten.append(&mut self.forgotten);
+        self.forgotten = forgotten;
+        for (k, v) in batch.sessions {
+            self.sessions.entry(k).or_insert(v);
+        }
+        self.spent = self.spent.or(batch.spent);
+        self.newest = self.newest.max(batch.newest);
+    }
+}
+
+pub(super) struct Shared {
+    pending: Mutex<Pending>,
+    wake: Condvar,
+    pub(super) durable: Durable,
+    events: Arc<EventLog>,
+    /// The next harness session's place in the order.
+    session_order: Mutex<u64>,
+    path: PathBuf,
+}
+
+impl Shared {
+    pub(super) fn new(
+        durable: Durable,
+        events: Arc<EventLog>,
+        sessions: u64,
+        path: PathBuf,
+    ) -> Shared {
+        Shared {
+            pending: Mutex::new(Pending::default()),
+            wake: Condvar::new(),
+            durable,
+            events,
+            session_order: Mutex::new(sessions),
+            path,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Pending> {
+        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(super) fn harness_session(&self, conversation: &str, session: Option<&str>) {
+        let at = {
+            let mut order = self.session_order.lock().unwrap_or_else(|e| e.into_inner());
+            *order += 1;
+            *order
+        };
+        let mut pending = self.lock();
+        pending
+            .sessions
+            .insert(conversation.to_owned(), session.map(|s| (s.to_owned(), at)));
+        drop(pending);
+        self.wake.notify_one();
+    }
+
+    pub(super) fn spent(&self, totals: Totals) {
+        self.lock().spent = Some(totals);
+        self.wake.notify_one();
+    }
+
+    pub(super) fn close(&self) {
+        self.lock().closing = true;
+        self.wake.notify_one();
+    }
+}
+
+impl Journal for Shared {
+    fn changed(&self, task: &Task) {
+        let row = TaskRow::of(task);
+        let mut pending = self.lock();
+        pending.newest = pending.newest.max(row.seq);
+        pending.tasks.insert(row.id.clone(), row);
+        drop(pending);
+        self.wake.notify_one();
+    }
+
+    fn forgotten(&self, id: &TaskId) {
+        let mut pending = self.lock();
+        pending.tasks.remove(id.as_str());
+        pending.forgotten.push(id.as_str().to_owned());
+    }
+}
+
+pub(super) fn start(
+    conn: Connection,
+    shared: Arc<Shared>,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("store".into())
+        .spawn(move || run(conn, &shared))
+}
+
+fn run(mut conn: Connection, shared: &Shared) {
+    let mut said_failing = false;
+    loop {
+        let (batch, closing) = {
+            let mut pending = shared.lock();
+            while pending.is_empty() && !pending.closing {
+                pending = shared.wake.wait(pending).unwrap_or_else(|e| e.into_inner());
+            }
+            let closing = pending.closing;
+            (std::mem::take(&mut *pending), closing)
+        };
+        let newest = batch.newest;
+        match commit(&mut conn, &batch, shared.events.last_id()) {
+            Ok(()) => {
+                if said_failing {
+                    eprintln!(
+                        "murmur: the task store {} is written again",
+                        shared.path.display()
+                    );
+                    said_failing = false;
+                    shared.durable.failing.store(false, Ordering::Release);
+                }
+                shared.durable.advance(newest);
+            }
+            Err(e) => {
+                if !said_failing {
+                    eprintln!(
+                        "murmur: the task store {} cannot be written ({e}); answers no longer wait for it, and its changes are tried again every second",
+                        shared.path.display()
+                    );
+                    said_failing = true;
+                    shared.durable.failing.store(true, Ordering::Release);
+                }
+                shared.lock().put_back(batch);
+                if closing {
+                    return;
+                }
+                std::thread::sleep(RETRY);
+                continue;
+            }
+        }
+        if closing {
+            let _ = conn.pragma_update(None, "wal_checkpoint", "TRUNCATE");
+            return;
+        }
+    }
+}
+
+fn commit(conn: &mut Connection, batch: &Pending, events: u64) -> rusqlite::Result<()> {
+    let tx = conn.transaction()?;
+    for row in batch.tasks.values() {
+        row.write(&tx)?;
+    }
+    for id in &batch.forgotten {
+        tx.prepare_cached("DELETE FROM tasks WHERE id = ?1")?
+            .execute([id])?;
+    }
+    for (conversation, kept) in &batch.sessions {
+        match kept {
+            Some((session, at)) => tx
+                .prepare_cached(
+                    "INSERT OR REPLACE INTO harness_sessions (conversation, session, ord) VALUES (?1, ?2, ?3)",
+                )?
+                .execute(params![conversation, session, *at as i64])?,
+            None => tx
+                .prepare_cached("DELETE FROM harness_sessions WHERE conversation = ?1")?
+                .execute([conversation])?,
+        };
+    }
+    let meta = |key: &str, value: u64| -> rusqlite::Result<()> {
+        tx.prepare_cached("INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)")?
+            .execute(params![key, value.to_string()])
+            .map(|_| ())
+    };
+    if batch.newest > 0 {
+        meta("newest", batch.newest)?;
+    }
+    meta("events", events)?;
+    if let Some(spent) = batch.spent {
+        meta("spent_tokens", spent.tokens)?;
+        meta("spent_usd", spent.usd.0)?;
+    }
+    tx.commit()
+}

@@ -1,0 +1,187 @@
+//! Launches that can be brought back (`mur run --resume`, docs/store.md): what `mur run` keeps
+//! of each launch — the manifest it ran, its work folder, and each member's session, port,
+//! records and tokens — in `run/launches/<entry session>.json` (0600; `run/` is out of every
+//! harness's sight), and finding the one an address names. Each member's tasks are in its own
+//! store; this file is what puts the same doors back at the same addresses with the same keys.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{CliError, CliResult, Code};
+use crate::records::{self, RunningCapsule};
+use crate::tokens::Minted;
+
+/// One launch, as `mur run` recorded it when it started.
+#[derive(Serialize, Deserialize, Debug, Clone)]
+pub struct LaunchFile {
+    /// The entry member's session: the launch's name.
+    pub entry: String,
+    pub formation: Option<String>,
+    /// The manifest `mur run` was given (a capsule's or a formation's).
+    pub manifest: PathBuf,
+    pub workdir: PathBuf,
+    pub started_at: String,
+    pub members: Vec<MemberFile>,
+    /// Set when the launch ended by its clean stop; a launch that was killed (or whose machine
+    /// went down) never gets to set it, which is what `mur ps` lists.
+    #[serde(default)]
+    pub stopped: bool,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone)]
+pub struct MemberFile {
+    pub name: String,
+    pub session: String,
+    pub port: u16,
+    pub records: PathBuf,
+    /// `(credential, token)`: the same door keys, and the member credentials its callers hold.
+    pub tokens: Vec<(String, String)>,
+}
+
+/// `run/launches/`.
+pub fn dir() -> PathBuf {
+    records::run_dir().join("launches")
+}
+
+fn path_of(entry: &str) -> PathBuf {
+    dir().join(format!("{entry}.json"))
+}
+
+impl LaunchFile {
+    pub fn save(&self) -> std::io::Result<()> {
+        let json = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
+        records::write_private(&path_of(&self.entry), &json)
+    }
+
+    /// Whether any of its members runs now (a record under `run/` whose process is alive).
+    pub fn is_running(&self) -> bool {
+        self.members.iter().any(|m| {
+            std::fs::read_to_string(records::record_path(&m.session))
+                .ok()
+                .and_then(|t| serde_json::from_str::<RunningCapsule>(&t).ok())
+                .is_some_and(|r| r.is_alive() || records::process_running(r.supervisor_pid))
+        })
+    }
+
+    /// The tokens of member `i` for what was minted afresh: the kept token where the
+    /// credential was kept, a fresh one for a credential the manifest has added since.
+    pub fn keep_tokens(&self, name: &str, minted: &mut [Minted]) {
+        let Some(m) = self.members.iter().find(|m| m.name == name) else {
+            return;
+        };
+        for t in minted.iter_mut() {
+            if let Some((_, kept)) = m.tokens.iter().find(|(c, _)| *c == t.credential) {
+                t.token = kept.clone();
+            }
+        }
+    }
+
+    pub fn member(&self, name: &str) -> Option<&MemberFile> {
+        self.members.iter().find(|m| m.name == name)
+    }
+}
+
+/// Marks a launch as ended by its stop: it can still be resumed by its address, and is no
+/// longer listed as cut short.
+pub fn mark_stopped(entry: &str) {
+    let path = path_of(entry);
+    let Some(mut file) = read(&path) else {
+        return;
+    };
+    file.stopped = true;
+    let _ = file.save();
+}
+
+fn read(path: &Path) -> Option<LaunchFile> {
+    serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()
+}
+
+/// Every kept launch, newest first.
+pub fn all() -> Vec<LaunchFile> {
+    let mut found: Vec<LaunchFile> = std::fs::read_dir(dir())
+        .map(|d| {
+            d.flatten()
+                .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+                .filter_map(|e| read(&e.path()))
+                .collect()
+        })
+        .unwrap_or_default();
+    // Session ids are UUIDv7: they sort by start time.
+    found.sort_by(|a, b| b.entry.cmp(&a.entry));
+    found
+}
+
+/// The launches `mur ps` lists as resumable: cut short (no clean stop), not running, their
+/// records still there.
+pub fn cut_short() -> Vec<LaunchFile> {
+    all()
+        .into_iter()
+        .filter(|l| !l.stopped && !l.is_running() && l.members.iter().all(|m| m.records.is_dir()))
+        .collect()
+}
+
+/// Removes a launch's file (`mur gc`).
+pub fn remove(entry: &str) {
+    let _ = std::fs::remove_file(path_of(entry));
+}
+
+/// The launch `address` names: `@N` (the Nth newest launch cut short), a formation's name (its
+/// newest launch), or a session (an entry's or any member's: its id, or 4+ final characters).
+/// A launch still running is refused: it has its doors already.
+pub fn resolve(address: &str) -> CliResult<LaunchFile> {
+    let all = all();
+    let found = if address.starts_with('@') {
+        let short = cut_short();
+        let ids: Vec<String> = short.iter().map(|l| l.entry.clone()).collect();
+        let id = records::resolve(address, &ids, "launches that can be resumed")?.clone();
+        short.into_iter().find(|l| l.entry == id)
+    } else if let Some(l) = all.iter().find(|l| {
+        l.formation.as_deref() == Some(address)
+            || (l.formation.is_none() && l.members.first().is_some_and(|m| m.name == address))
+    }) {
+        Some(l.clone())
+    } else {
+        let sessions: Vec<String> = all
+            .iter()
+            .flat_map(|l| l.members.iter().map(|m| m.session.clone()))
+            .collect();
+        let id = records::resolve(address, &sessions, "kept launches' sessions")?.clone();
+        all.iter()
+            .find(|l| l.members.iter().any(|m| m.session == id))
+            .cloned()
+    };
+    let launch = found.ok_or_else(|| {
+        CliError::new(
+            Code::NoSuchSession,
+            format!("no kept launch is named {address}"),
+            "`mur ps` lists the launches that can be resumed",
+        )
+    })?;
+    if launch.is_running() {
+        return Err(CliError::new(
+            Code::StillRunning,
+            format!(
+                "the launch of session {} is still running: it cannot be resumed beside itself",
+                launch.entry
+            ),
+            format!(
+                "use its doors as they are (`mur ps`), or stop it first (`mur stop {}`)",
+                launch.entry
+            ),
+        ));
+    }
+    if let Some(gone) = launch.members.iter().find(|m| !m.records.is_dir()) {
+        return Err(CliError::new(
+            Code::NoSuchSession,
+            format!(
+                "the records of member {} (session {}) are gone from {}",
+                gone.name,
+                gone.session,
+                gone.records.display()
+            ),
+            "a session whose records were removed (`mur gc`) cannot be resumed; launch it afresh with `mur run`",
+        ));
+    }
+    Ok(launch)
+}
