@@ -102,11 +102,7 @@ fn a_formation_whose_calls_form_a_cycle_launches_answers_and_leaves_nothing() {
         );
     }
     assert_eq!(processes_of(&home), Vec::<u32>::new());
-    let left: Vec<_> = std::fs::read_dir(home.home.join("run")).unwrap().collect();
-    assert!(
-        left.is_empty(),
-        "records, tokens and wiring are removed: {left:?}"
-    );
+    assert_run_keeps_only_launches(&home);
 }
 
 #[test]
@@ -426,7 +422,7 @@ fn kill_9_of_a_member_stops_the_formation_by_default() {
         "stopping the formation (on_member_failure: stop)",
     );
     assert_nothing_left(&home, LONG);
-    assert!(std::fs::read_dir(home.home.join("run")).unwrap().count() == 0);
+    assert_run_keeps_only_launches(&home);
 }
 
 #[test]

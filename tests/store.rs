@@ -20,6 +20,9 @@ use support::*;
 /// What the status of a task that was live at the crash says.
 const RESTARTED: &str = "task failed: the capsule restarted while the task was live (its process ended: killed, crashed or its launch ended); send the task again";
 
+/// What the status of a task that was live when `mur run` was killed says.
+const SUPERVISOR_GONE: &str = "task failed: murmur's supervisor (mur run) ended while the task was live, and the capsule ended with it (so did any sub-capsule it had started); `mur run --resume` brings the session back: send the task again";
+
 const PEER: &str = "exports:\n  peer_tasks:\n    accept: true\n";
 
 /// `lead → coder`; the coder speaks stream-json (its answers name the harness session they
@@ -191,6 +194,15 @@ fn mur_run_resume_after_kill_9_serves_the_same_tasks_at_the_same_urls_with_the_s
     let (session, _, _) = harness_session(&first);
     let before = get(port, &member, first["id"].as_str().unwrap());
     let members = run.members.clone();
+    let pidfile = home.root.join("coder-harness.pid");
+    let held = bearer_rpc(
+        port,
+        &member,
+        "SendMessage",
+        message(&format!("@pidfile {}\n@sleep 60", pidfile.display()), true),
+    );
+    let held = held["result"]["task"]["id"].as_str().unwrap().to_owned();
+    wait_pid(&pidfile);
 
     // A launch that runs is not resumed beside itself.
     let (code, _, err) = home.run(&["run", "--resume", "up"]);
@@ -218,6 +230,13 @@ fn mur_run_resume_after_kill_9_serves_the_same_tasks_at_the_same_urls_with_the_s
     assert_eq!(back.members, members);
     // The same tokens open the same doors, and the earlier task answers as it did.
     assert_eq!(get(port, &member, first["id"].as_str().unwrap()), before);
+    // The task live when mur run was killed failed as the capsule went down with it.
+    let failed = get(port, &member, &held);
+    assert_eq!(failed["result"]["status"]["state"], "TASK_STATE_FAILED");
+    assert_eq!(
+        failed["result"]["status"]["message"]["parts"][0]["text"],
+        SUPERVISOR_GONE
+    );
     let listed = bearer_rpc(lead_port, &operator, "ListTasks", json!({}));
     assert!(listed["result"]["tasks"].is_array(), "{listed}");
     let again = ask(port, &member, "ctx-b", "again", false);
@@ -227,9 +246,18 @@ fn mur_run_resume_after_kill_9_serves_the_same_tasks_at_the_same_urls_with_the_s
     );
     drop(back);
     assert_nothing_left(&home, LONG);
-    // Ended by its stop: resumable by name still, no longer listed as cut short.
+    // Ended by its stop: its tokens went with it, and it is no longer listed as cut short.
+    assert_run_keeps_only_launches(&home);
     let (_, ps, _) = home.run(&["ps"]);
     assert_eq!(ps, "no capsule is running\n");
+    // Resumed by name all the same: the same sessions and ports, tokens minted afresh.
+    let again = resume(&home, "up");
+    assert_eq!(again.members, members);
+    let fresh = token_of(&home, &coder, "member:lead");
+    assert_ne!(fresh, member);
+    assert_eq!(get(port, &fresh, first["id"].as_str().unwrap()), before);
+    drop(again);
+    assert_nothing_left(&home, LONG);
 }
 
 /// Copies the store folder of `records` (all its files).

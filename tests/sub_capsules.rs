@@ -314,7 +314,7 @@ fn ctrl_c_ends_every_level_cleanly() {
     let end = of_task.iter().position(|k| *k == "task_end").unwrap();
     let ended = of_task.iter().position(|k| *k == "delegation_end").unwrap();
     assert!(ended < end, "{of_task:?}");
-    assert!(std::fs::read_dir(home.home.join("run")).unwrap().count() == 0);
+    assert_run_keeps_only_launches(&home);
 }
 
 #[test]

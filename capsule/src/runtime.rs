@@ -360,7 +360,19 @@ async fn run(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
             Arc::new(move |c, s| kept.harness_session(c, s)),
         );
         let kept = store.clone();
-        spend = spend.restored(restored.spent, Arc::new(move |t| kept.spent(t)));
+        let before = crate::gateway::ledger::Totals {
+            tokens: restored.spent.tokens,
+            usd: restored.spent.usd,
+        };
+        spend = spend.restored(
+            before,
+            Arc::new(move |t| {
+                kept.spent(crate::store::Spent {
+                    tokens: t.tokens,
+                    usd: t.usd,
+                })
+            }),
+        );
     }
     let session = Arc::new(
         Session::new(
@@ -448,8 +460,13 @@ async fn run(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
     let worker = worker.map(|w| tokio::spawn(agent::work(session.clone(), w, launch.clone())));
 
     ends.wait(&session).await;
-    // Live tasks are canceled (their harnesses interrupted) before the door closes.
-    session.cancel_all().await;
+    // Live tasks are canceled (their harnesses interrupted) before the door closes; when the
+    // supervisor is gone (killed: the SIGTERM is its parent-death signal) they failed instead,
+    // saying why: nobody asked for their cancel, and `mur run --resume` brings the session back.
+    match !session.registry.is_idle() && supervisor_gone().await {
+        true => session.fail_all(crate::store::SUPERVISOR_GONE).await,
+        false => session.cancel_all().await,
+    };
     session.go_down();
     let _ = serving.await;
     if let Some(g) = gatewaying {
@@ -479,6 +496,20 @@ async fn run(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
         None | Some(TaskState::Completed) => exit::OK,
         Some(_) => exit::TASK_NOT_COMPLETED,
     }
+}
+
+/// Whether the SIGTERM came from the supervisor's death. A stop by the supervisor comes after
+/// its StopSession (no task is live by then), so this is asked only with tasks live, and waits
+/// a little: the parent-death signal can come as the supervisor's first thread ends, while its
+/// process is still there to be the parent.
+async fn supervisor_gone() -> bool {
+    for _ in 0..50 {
+        if process::parent_is_gone() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    false
 }
 
 /// The session's store, opened with what it kept; `None` under `MURMUR_STORE=off`.

@@ -155,6 +155,13 @@ impl Session {
         }
     }
 
+    /// What a stream waits on before it writes an event: the store, when there is one.
+    pub fn keeper(&self) -> Option<Arc<dyn crate::stream::Keeper>> {
+        self.store
+            .clone()
+            .map(|s| s as Arc<dyn crate::stream::Keeper>)
+    }
+
     /// The files this run was launched from (a formation's file, its members' manifests):
     /// read-only to every harness (`harness::protect`).
     pub fn protecting(mut self, run_files: Vec<PathBuf>) -> Session {
@@ -309,7 +316,20 @@ impl Session {
     /// Cancels every live task (StopSession, shutdown), answering their ids sorted, each with
     /// the state it was in.
     pub async fn cancel_all(&self) -> Vec<(TaskId, TaskState)> {
-        let canceled = self.registry.cancel_all();
+        self.end_all(None).await
+    }
+
+    /// Ends every live task as [`Session::cancel_all`] does, but failed saying `why`: the
+    /// session ends without its stop (docs/store.md).
+    pub async fn fail_all(&self, why: &str) -> Vec<(TaskId, TaskState)> {
+        self.end_all(Some(why)).await
+    }
+
+    async fn end_all(&self, failed: Option<&str>) -> Vec<(TaskId, TaskState)> {
+        let canceled = match failed {
+            Some(why) => self.registry.fail_all(why),
+            None => self.registry.cancel_all(),
+        };
         let queued: Vec<TaskId> = canceled
             .iter()
             .filter(|(_, was)| *was == TaskState::Submitted)

@@ -856,6 +856,34 @@ pub fn assert_nothing_left(home: &Home, limit: Duration) {
 
 /// After a launch was killed: the next `mur ps` finds nothing running and prunes `run/` of
 /// every record, token and wiring file the launch left.
+/// What a launch that ended by its stop leaves in `run/`: the launch kept for `mur run
+/// --resume` (docs/store.md), and no token of it — its records, token and wiring files and its
+/// kept tokens went with it.
+pub fn assert_run_keeps_only_launches(home: &Home) {
+    let run = home.home.join("run");
+    let left: Vec<_> = std::fs::read_dir(&run)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .filter(|n| n != "launches")
+        .collect();
+    assert!(
+        left.is_empty(),
+        "records, tokens and wiring are removed: {left:?}"
+    );
+    let tokens: Vec<_> = std::fs::read_dir(run.join("launches"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x != "json"))
+        .collect();
+    assert!(
+        tokens.is_empty(),
+        "no token outlives a stopped launch: {tokens:?}"
+    );
+}
+
 /// The launch itself stays resumable: `run/launches/` keeps it, and `mur ps` lists it as cut
 /// short (docs/store.md).
 pub fn assert_ps_prunes_run(home: &Home) {

@@ -270,11 +270,9 @@ impl Door {
         let span = span::open(inbound.method, &inbound.headers, &inbound.params);
         inbound.parent = span.as_ref().map(|s| s.context().clone());
         let answer = methods::apply(self, &inbound).await;
-        // What the answer says is on disk before it leaves (docs/store.md); a stream's events
-        // are not held back.
-        if !matches!(answer, Answer::Stream(..)) {
-            self.session.kept().await;
-        }
+        // What the answer says is on disk before it leaves (docs/store.md): a stream's opening
+        // snapshot here, each of its events as the stream writes it.
+        self.session.kept().await;
         if let Some(span) = span {
             span::close(span, &answer, &self.session.trace);
         }

@@ -16,7 +16,6 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use crate::gateway::ledger::Totals;
 use crate::stream::EventLog;
 use crate::tasks::{Journal, Task};
 
@@ -46,9 +45,24 @@ pub const RESTARTED: &str =
     "task failed: the capsule restarted while the task was live (its process ended: killed, \
      crashed or its launch ended); send the task again";
 
+/// What the status of a task that was live when its supervisor (`mur run`) died says: the
+/// capsule stopped it as it went down with it. A delegation in flight fails so too.
+pub const SUPERVISOR_GONE: &str =
+    "task failed: murmur's supervisor (mur run) ended while the task was live, and the capsule \
+     ended with it (so did any sub-capsule it had started); `mur run --resume` brings the \
+     session back: send the task again";
+
 /// The longest an answer waits for the store: past it (a disk that stopped taking writes) the
 /// answer leaves anyway, and the capsule has said on stderr that the store is failing.
 const WAIT_AT_MOST: Duration = Duration::from_secs(5);
+
+/// What a session spent, in the ledger's units: tokens, and dollars in billionths
+/// (`manifest::Usd`). Its own type rather than the gateway's, which sits above the store.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Spent {
+    pub tokens: u64,
+    pub usd: crate::manifest::Usd,
+}
 
 /// What a store held when it was opened.
 #[derive(Default)]
@@ -64,7 +78,7 @@ pub struct Restored {
     /// The key page tokens are signed with.
     pub page_key: [u8; 32],
     /// What the session had spent.
-    pub spent: Totals,
+    pub spent: Spent,
 }
 
 /// Whether a capsule keeps a store: unless `MURMUR_STORE=off`.
@@ -74,7 +88,7 @@ pub fn wanted() -> bool {
 
 /// What the session whose records are `records` had spent, read from its store without
 /// opening it for writing; `None` without a store that reads.
-pub fn spent_in(records: &Path) -> Option<Totals> {
+pub fn spent_in(records: &Path) -> Option<Spent> {
     let conn = rusqlite::Connection::open_with_flags(
         path_in(records),
         rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
@@ -157,7 +171,7 @@ impl Store {
     }
 
     /// Keeps what the session has spent so far.
-    pub fn spent(&self, totals: Totals) {
+    pub fn spent(&self, totals: Spent) {
         self.shared.spent(totals);
     }
 
@@ -180,5 +194,14 @@ impl Store {
         if let Some(t) = thread {
             let _ = t.join();
         }
+    }
+}
+
+impl crate::stream::Keeper for Store {
+    fn kept(
+        &self,
+        seq: u64,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> {
+        Box::pin(Store::kept(self, seq))
     }
 }

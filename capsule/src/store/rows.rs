@@ -8,8 +8,8 @@ use rusqlite::{params, Connection, Row};
 use serde_json::{Map, Value};
 
 use super::Restored;
+use super::Spent;
 use crate::clock::Millis;
-use crate::gateway::ledger::Totals;
 use crate::ids::TaskId;
 use crate::manifest::Usd;
 use crate::tasks::{Owner, Task, TaskState};
@@ -139,8 +139,8 @@ fn meta_u64(conn: &Connection, key: &str) -> rusqlite::Result<u64> {
 }
 
 /// What the session had spent.
-pub(super) fn spent(conn: &Connection) -> rusqlite::Result<Totals> {
-    Ok(Totals {
+pub(super) fn spent(conn: &Connection) -> rusqlite::Result<Spent> {
+    Ok(Spent {
         tokens: meta_u64(conn, "spent_tokens")?,
         usd: Usd(meta_u64(conn, "spent_usd")?),
     })

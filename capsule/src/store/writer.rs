@@ -14,7 +14,7 @@ use rusqlite::{params, Connection};
 
 use super::rows::TaskRow;
 use super::Durable;
-use crate::gateway::ledger::Totals;
+use super::Spent;
 use crate::ids::TaskId;
 use crate::stream::EventLog;
 use crate::tasks::{Journal, Task};
@@ -30,7 +30,7 @@ struct Pending {
     forgotten: Vec<String>,
     /// Conversation → its harness session (`None`: forgotten) and its place in the order.
     sessions: HashMap<String, Option<(String, u64)>>,
-    spent: Option<Totals>,
+    spent: Option<Spent>,
     /// The newest registry position among the changes.
     newest: u64,
     closing: bool,
@@ -105,7 +105,7 @@ impl Shared {
         self.wake.notify_one();
     }
 
-    pub(super) fn spent(&self, totals: Totals) {
+    pub(super) fn spent(&self, totals: Spent) {
         self.lock().spent = Some(totals);
         self.wake.notify_one();
     }

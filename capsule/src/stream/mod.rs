@@ -56,10 +56,22 @@ enum Settles {
     Ends,
 }
 
+/// What holds the session's changes beyond the process (the store): a stream writes an event
+/// only once the change it reports is kept, so no client sees what a crash could take back.
+pub trait Keeper: Send + Sync {
+    /// Returns once the change at registry position `seq` is kept.
+    fn kept(
+        &self,
+        seq: u64,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>>;
+}
+
 /// One numbered event: a StreamResponse `result`, serialised once for every stream.
 #[derive(Debug)]
 pub struct Event {
     pub id: u64,
+    /// The registry position of the task change it reports; 0 for a frame, which reports none.
+    pub seq: u64,
     pub task_id: String,
     /// The `result` member, as JSON text.
     pub result: String,
@@ -136,17 +148,18 @@ impl EventLog {
         });
     }
 
-    fn push(&self, task_id: &str, result: Value) {
-        self.push_text(task_id, result.to_string(), Settles::No);
+    fn push(&self, task_id: &str, seq: u64, result: Value) {
+        self.push_text(task_id, seq, result.to_string(), Settles::No);
     }
 
-    fn push_text(&self, task_id: &str, mut result: String, settles: Settles) {
+    fn push_text(&self, task_id: &str, seq: u64, mut result: String, settles: Settles) {
         // Serialising grows its buffer by doubling: give back the slack of an event kept for
         // replay (a large one is its own mapping, which shrinks in place).
         result.shrink_to_fit();
         let mut log = self.lock();
         let event = Arc::new(Event {
             id: log.next_id,
+            seq,
             task_id: task_id.to_owned(),
             result,
             ends_task: settles == Settles::Ends,
@@ -178,7 +191,7 @@ impl EventLog {
                 let update = json!({"artifactUpdate": {
                     "taskId": ids.0, "contextId": ids.1, "artifact": artifact, "lastChunk": true,
                 }});
-                self.push(ids.0, update);
+                self.push(ids.0, task.seq, update);
             }
         }
         // Rendered straight to text: this runs for every change, under the registry's lock.
@@ -195,7 +208,7 @@ impl EventLog {
             TaskState::InputRequired => Settles::Pauses,
             _ => Settles::No,
         };
-        self.push_text(ids.0, text, settles);
+        self.push_text(ids.0, task.seq, text, settles);
     }
 
     /// A murmur frame about a task (a harness turn's text, …), numbered like any event. Its
@@ -221,7 +234,7 @@ impl EventLog {
             "parts": [{"mediaType": "text/plain", "text": text}],
             "metadata": frame_metadata(meta),
         }});
-        self.push(task_id, result);
+        self.push(task_id, 0, result);
     }
 
     /// A working task's progress note (the http loop's `inference turn N`): a statusUpdate in
@@ -240,7 +253,7 @@ impl EventLog {
                 "timestamp": crate::clock::Millis::now().rfc3339(),
             },
         }});
-        self.push(task_id, status);
+        self.push(task_id, 0, status);
     }
 
     /// Wakes on every new event (it carries the newest id).
@@ -291,7 +304,7 @@ mod tests {
     fn replay_serves_what_the_buffer_holds_and_reports_a_gap_past_it() {
         let log = EventLog::default();
         for n in 0..(REPLAY + 10) {
-            log.push("tsk_x", json!({ "n": n }));
+            log.push("tsk_x", 0, json!({ "n": n }));
         }
         assert_eq!(log.last_id(), (REPLAY + 10) as u64);
         let recent = log.after(REPLAY as u64, usize::MAX);
@@ -316,7 +329,7 @@ mod tests {
         let big = "r".repeat(100 << 10);
         let log = EventLog::with_limits(REPLAY, 1 << 20);
         for _ in 0..30 {
-            log.push("tsk_x", json!({ "artifact": big }));
+            log.push("tsk_x", 0, json!({ "artifact": big }));
             assert!(log.held_bytes() <= 1 << 20, "{}", log.held_bytes());
         }
         let kept = log.after(0, usize::MAX);
@@ -330,6 +343,7 @@ mod tests {
         // An event larger than the whole bound still replaces everything before it.
         log.push_text(
             "tsk_x",
+            0,
             json!({ "artifact": "r".repeat(2 << 20) }).to_string(),
             Settles::Ends,
         );
@@ -337,7 +351,7 @@ mod tests {
         assert_eq!(ids(&last), [31]);
         assert!(last.events[0].ends_task);
         // Small events fill in behind it once it is pushed out.
-        log.push("tsk_x", json!(1));
+        log.push("tsk_x", 0, json!(1));
         assert_eq!(ids(&log.after(0, usize::MAX)), [32]);
     }
 
@@ -345,9 +359,9 @@ mod tests {
     fn a_subscriber_is_woken_with_the_newest_id() {
         let log = EventLog::default();
         let mut rx = log.subscribe();
-        log.push("a", json!(1));
-        log.push_text("b", "2".into(), Settles::Ends);
-        log.push_text("c", "3".into(), Settles::Pauses);
+        log.push("a", 0, json!(1));
+        log.push_text("b", 0, "2".into(), Settles::Ends);
+        log.push_text("c", 0, "3".into(), Settles::Pauses);
         assert_eq!(rx.has_changed().ok(), Some(true));
         assert_eq!(*rx.borrow_and_update(), 3);
         let batch = log.after(0, usize::MAX);

@@ -17,7 +17,7 @@ use hyper::body::Frame;
 use serde_json::{json, Value};
 use tokio::sync::{mpsc, watch};
 
-use super::{frame_metadata, Event, EventLog};
+use super::{frame_metadata, Event, EventLog, Keeper};
 use crate::ids::MessageId;
 
 const HEARTBEAT: Duration = Duration::from_secs(15);
@@ -47,6 +47,9 @@ pub struct StreamSpec {
     /// A task's stream ends after its TASK_STATE_INPUT_REQUIRED status too (SendStreamingMessage;
     /// SubscribeToTask stays open through it).
     pub ends_at_pause: bool,
+    /// The session's store: each event waits until the change it reports is kept. `None`:
+    /// a capsule without a store.
+    pub keeper: Option<Arc<dyn Keeper>>,
 }
 
 /// A frame's StreamResponse `result`: an agent message whose one text part names the frame.
@@ -170,6 +173,9 @@ async fn write(
                 break;
             };
             for e in batch.events.iter().filter(|e| wanted(e)) {
+                if let (Some(keeper), true) = (&spec.keeper, e.seq > 0) {
+                    keeper.kept(e.seq).await;
+                }
                 if !send(&tx, || data(id, &e.result, Some(e.id))).await {
                     return;
                 }

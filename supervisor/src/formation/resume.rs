@@ -36,6 +36,9 @@ pub struct MemberFile {
     pub port: u16,
     pub records: PathBuf,
     /// `(credential, token)`: the same door keys, and the member credentials its callers hold.
+    /// Kept in the `.tokens` file, never in the launch's JSON; empty once the launch was
+    /// stopped (its tokens went with it).
+    #[serde(skip)]
     pub tokens: Vec<(String, String)>,
 }
 
@@ -48,8 +51,27 @@ fn path_of(entry: &str) -> PathBuf {
     dir().join(format!("{entry}.json"))
 }
 
+fn tokens_of(entry: &str) -> PathBuf {
+    dir().join(format!("{entry}.tokens"))
+}
+
 impl LaunchFile {
+    /// Writes the launch, and its tokens beside it (`member credential token` lines).
     pub fn save(&self) -> std::io::Result<()> {
+        let lines: String = self
+            .members
+            .iter()
+            .flat_map(|m| {
+                m.tokens
+                    .iter()
+                    .map(move |(c, t)| format!("{} {c} {t}\n", m.name))
+            })
+            .collect();
+        records::write_private(&tokens_of(&self.entry), lines.as_bytes())?;
+        self.save_launch()
+    }
+
+    fn save_launch(&self) -> std::io::Result<()> {
         let json = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
         records::write_private(&path_of(&self.entry), &json)
     }
@@ -82,19 +104,34 @@ impl LaunchFile {
     }
 }
 
-/// Marks a launch as ended by its stop: it can still be resumed by its address, and is no
-/// longer listed as cut short.
+/// Marks a launch as ended by its stop: its tokens go with it (no token outlives a launch that
+/// ended as asked), it is no longer listed as cut short, and it can still be resumed by its
+/// address, with tokens minted afresh.
 pub fn mark_stopped(entry: &str) {
-    let path = path_of(entry);
-    let Some(mut file) = read(&path) else {
+    let _ = std::fs::remove_file(tokens_of(entry));
+    let Some(mut file) = read(&path_of(entry)) else {
         return;
     };
     file.stopped = true;
-    let _ = file.save();
+    let _ = file.save_launch();
 }
 
 fn read(path: &Path) -> Option<LaunchFile> {
-    serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()
+    let mut file: LaunchFile = serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()?;
+    let tokens = std::fs::read_to_string(tokens_of(&file.entry)).unwrap_or_default();
+    for line in tokens.lines() {
+        let mut words = line.splitn(3, ' ');
+        let (Some(member), Some(credential), Some(token)) =
+            (words.next(), words.next(), words.next())
+        else {
+            continue;
+        };
+        if let Some(m) = file.members.iter_mut().find(|m| m.name == member) {
+            m.tokens
+                .push((credential.to_owned(), token.trim().to_owned()));
+        }
+    }
+    Some(file)
 }
 
 /// Every kept launch, newest first.
@@ -121,9 +158,10 @@ pub fn cut_short() -> Vec<LaunchFile> {
         .collect()
 }
 
-/// Removes a launch's file (`mur gc`).
+/// Removes a launch's files (`mur gc`).
 pub fn remove(entry: &str) {
     let _ = std::fs::remove_file(path_of(entry));
+    let _ = std::fs::remove_file(tokens_of(entry));
 }
 
 /// The launch `address` names: `@N` (the Nth newest launch cut short), a formation's name (its

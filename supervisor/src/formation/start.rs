@@ -218,7 +218,10 @@ fn reseed_spend(plan: &Plan, sessions: &[SessionId], dirs: &[PathBuf]) {
     let mut total = capsule::gateway::ledger::Totals::default();
     for dir in dirs {
         if let Some(spent) = capsule::store::spent_in(dir) {
-            total.add(spent);
+            total.add(capsule::gateway::ledger::Totals {
+                tokens: spent.tokens,
+                usd: spent.usd,
+            });
         }
     }
     let _ = std::fs::remove_file(&f.counter);

@@ -61,6 +61,7 @@ pub fn apply(door: &Door, req: &Inbound) -> Result<Answer, RpcError> {
         frames,
         only_opening,
         ends_at_pause: true,
+        keeper: session.keeper(),
     };
     Ok(Answer::Stream(
         stream::open(session.events.clone(), session.shutdown.subscribe(), spec),

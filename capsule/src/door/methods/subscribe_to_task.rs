@@ -39,6 +39,7 @@ pub fn apply(door: &Door, req: &Inbound) -> Result<Answer, RpcError> {
         frames,
         only_opening: false,
         ends_at_pause: false,
+        keeper: session.keeper(),
     };
     let body = stream::open(session.events.clone(), session.shutdown.subscribe(), spec);
     Ok(Answer::Stream(body, frames.then(|| STREAM_URI.to_owned())))

@@ -24,6 +24,7 @@ pub fn apply(door: &Door, req: &Inbound) -> Answer {
         frames: true,
         only_opening: false,
         ends_at_pause: false,
+        keeper: door.session.keeper(),
     };
     let body = stream::open(
         door.session.events.clone(),

@@ -219,6 +219,12 @@ impl Inner {
 
     /// Moves a live task to CANCELED and signals whoever runs it.
     fn cancel_live(&mut self, id: &TaskId) {
+        self.end_live(id, None);
+    }
+
+    /// Signals whoever runs a live task to stop, and moves it to CANCELED, or with `failed`
+    /// to FAILED saying why (its attempt's end then keeps that).
+    fn end_live(&mut self, id: &TaskId, failed: Option<&str>) {
         self.queue.retain(|q| q != id);
         if let Some(control) = self.controls.get_mut(id) {
             control.reply = None;
@@ -229,8 +235,15 @@ impl Inner {
             task.prompt = None;
             task.approval = None;
             task.input = None;
+            if let Some(why) = failed {
+                task.status_text = Some(why.to_owned());
+            }
         }
-        self.set_state(id, TaskState::Canceled);
+        let state = match failed {
+            Some(_) => TaskState::Failed,
+            None => TaskState::Canceled,
+        };
+        self.set_state(id, state);
     }
 }
 
@@ -474,6 +487,16 @@ impl Registry {
     /// murmur.StopSession: cancels every live task, answering their ids sorted, each with the
     /// state it was in.
     pub fn cancel_all(&self) -> Vec<(TaskId, TaskState)> {
+        self.end_all(None)
+    }
+
+    /// Stops every live task and fails it saying `why` (the session ends without its stop:
+    /// its supervisor is gone), answering their ids sorted, each with the state it was in.
+    pub fn fail_all(&self, why: &str) -> Vec<(TaskId, TaskState)> {
+        self.end_all(Some(why))
+    }
+
+    fn end_all(&self, failed: Option<&str>) -> Vec<(TaskId, TaskState)> {
         let mut inner = self.lock();
         let mut live: Vec<(TaskId, TaskState)> = inner
             .tasks
@@ -483,7 +506,7 @@ impl Registry {
             .collect();
         live.sort_by(|a, b| a.0.cmp(&b.0));
         for (id, _) in &live {
-            inner.cancel_live(id);
+            inner.end_live(id, failed);
         }
         drop(inner);
         if !live.is_empty() {
@@ -591,6 +614,8 @@ impl Registry {
                 task.state = TaskState::Failed;
                 task.status_text = Some(why);
             }
+            // Failed as it was stopped (its supervisor went): the failure and its cause stand.
+            Outcome::CanceledEnded(_) if task.state == TaskState::Failed => {}
             Outcome::CanceledEnded(text) => {
                 task.state = TaskState::Canceled;
                 if text.is_some() {

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# What the durable store costs the door (docs/store.md): two capsules of the same release build
+# serve manifests/worker-queue.yaml, one with its store (the default) and one without
+# (MURMUR_STORE=off); wrk against each in turn, ROUNDS times, in one run: GetTask of a completed
+# task (a read: memory only), then SendMessage with returnImmediately (every answer a new task,
+# accepted or rejected busy, which the store must hold before the answer leaves). Then what the
+# store's files hold. Results go in BENCHMARKS.md.
+# Usage: scripts/bench/store.sh [SECONDS] [ROUNDS] [CONNECTIONS]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+secs=${1:-10}
+rounds=${2:-3}
+conns=${3:-64}
+command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; }
+cargo build --release --quiet
+export MURMUR_HOME=$(mktemp -d)
+work=$(mktemp -d)
+pids=()
+trap 'for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done; wait 2>/dev/null; rm -rf "$MURMUR_HOME" "$work"' EXIT
+
+# start NAME [ENV...]: a capsule of manifests/worker-queue.yaml, its output in $work/NAME.
+start() {
+  local name=$1; shift
+  env "$@" ./target/release/mur run --manifest manifests/worker-queue.yaml >"$work/$name" 2>&1 &
+  pids+=($!)
+  for _ in $(seq 200); do grep -q '^session:' "$work/$name" && break; sleep 0.05; done
+}
+port_of() { sed -n 's/^murmur: url localhost://p' "$work/$1"; }
+start off MURMUR_STORE=off
+start on
+off=$(port_of off)
+on=$(port_of on)
+task_on() {
+  curl -s -X POST "http://127.0.0.1:$1/" -H 'Content-Type: application/json' -H 'A2A-Version: 1.0' \
+    -d '{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"bench","role":"ROLE_USER","parts":[{"text":"bench"}]}}}' \
+    | python3 -c 'import json,sys; print(json.load(sys.stdin)["result"]["task"]["id"])'
+}
+task_off=$(task_on "$off")
+task_store=$(task_on "$on")
+gets() {
+  TASK_ID=$2 wrk -t2 -c"$conns" -d"${secs}s" -s scripts/bench/gettask.lua \
+    "http://127.0.0.1:$1/" | sed -n 's/^requests\/s: //p'
+}
+# SendMessage answers a second, and the p99 latency, from send.lua's summary.
+sends() {
+  wrk -t2 -c"$conns" -d"${secs}s" -s scripts/bench/send.lua "http://127.0.0.1:$1/" >"$work/send"
+  echo "$(sed -n 's/^requests\/s: //p' "$work/send") $(sed -n 's/.*p99: \([0-9.]*\) ms/\1ms/p' "$work/send")"
+}
+echo "$conns connections, 2 wrk threads, ${secs}s a run, store off / on alternating:"
+for r in $(seq "$rounds"); do
+  a=$(gets "$off" "$task_off"); b=$(gets "$on" "$task_store")
+  python3 -c "import sys; a,b=map(float,sys.argv[1:3]); print(f'round $r GetTask      off {a:.0f}/s  on {b:.0f}/s  on/off {b/a:.3f}')" "$a" "$b"
+  read -r a a99 <<<"$(sends "$off")"; read -r b b99 <<<"$(sends "$on")"
+  python3 -c "import sys; a,b=map(float,sys.argv[1:3]); print(f'round $r SendMessage  off {a:.0f}/s (p99 {sys.argv[3]})  on {b:.0f}/s (p99 {sys.argv[4]})  on/off {b/a:.3f}')" "$a" "$b" "$a99" "$b99"
+done
+session=$(sed -n 's/^session: //p' "$work/on")
+store=$(find "$MURMUR_HOME/records" -path "*$session*" -type d -name store | head -1)
+echo "the store after the runs: $(du -sh "$store" | cut -f1) in $(ls "$store" | tr '\n' ' ')"
