@@ -886,6 +886,19 @@ fn a_launch_creates_a_file_per_record_and_links_what_members_share() {
             }
         }
     }
+    // What the launch keeps for `mur run --resume`: its members, and its tokens beside them.
+    let kept = |suffix: &str| {
+        inodes
+            .iter()
+            .filter(|(_, (names, _))| {
+                names
+                    .iter()
+                    .all(|n| n.starts_with("run/launches/") && n.ends_with(suffix))
+            })
+            .count()
+    };
+    assert_eq!((kept(".json"), kept(".tokens")), (1, 1), "{inodes:?}");
+    inodes.retain(|_, (names, _)| !names.iter().all(|n| n.starts_with("run/launches/")));
     let named = |suffix: &str| {
         inodes
             .values()
@@ -908,11 +921,6 @@ fn a_launch_creates_a_file_per_record_and_links_what_members_share() {
         })
         .count();
     assert_eq!(records, 6, "one running record a member: {inodes:?}");
-    let launches = named(".json")
-        .iter()
-        .filter(|(names, _)| names.iter().all(|n| n.starts_with("run/launches/")))
-        .count();
-    assert_eq!(launches, 1, "and one kept launch: {inodes:?}");
     // Each member's task store: the database, its write-ahead log and its shared index.
     for suffix in [
         "/store/store.sqlite",
@@ -951,7 +959,7 @@ fn a_launch_creates_a_file_per_record_and_links_what_members_share() {
         named("/guide.md").is_empty(),
         "no guide before a task: {inodes:?}"
     );
-    assert_eq!(inodes.len(), 6 * 3 + 1 + 1 + 2 + 6 * 3 + 1, "{inodes:?}");
+    assert_eq!(inodes.len(), 6 * 3 + 1 + 1 + 2 + 6 * 3, "{inodes:?}");
 
     // Each member still reads what it is: a worker is a member that calls nobody, the lead
     // calls each worker, and its guide appears when a task needs it.

@@ -287,11 +287,26 @@ fn a_store_that_cannot_be_trusted_is_refused_and_left_as_it_is() {
     let manifest = formation(&home, 2);
     let mut run = Running::start(&home, &manifest, &[], &[]);
     let (port, coder) = run.member("coder");
+    let (_, lead) = run.member("lead");
     let member = token_of(&home, &coder, "member:lead");
     ask(port, &member, "ctx-c", "hello", false);
     signal(run.child.id(), 9);
     let _ = run.child.wait();
     assert_nothing_left(&home, LONG);
+    // Its port taken since: refused before anything starts, naming the port and the member.
+    {
+        let taken = std::net::TcpListener::bind(("127.0.0.1", port)).unwrap();
+        let (code, out, err) = home.run(&["run", "--resume", "up"]);
+        assert_eq!((code, out.as_str()), (1, ""));
+        assert_eq!(
+            err,
+            format!(
+                "error[E-RUN-010]: member coder: port {port}, where the session {lead} answered before, is already in use\n  hint: stop whatever listens on {port} (`ss -ltnp 'sport = :{port}'` shows it) and resume again: a resumed launch keeps its URLs, which its callers and clients hold\n"
+            )
+        );
+        drop(taken);
+        assert_nothing_left(&home, LONG);
+    }
     let records = home.records(&coder);
     let good = home.root.join("good-store");
     copy_store(&records, &good);

@@ -7,6 +7,8 @@
 
 mod open;
 mod rows;
+#[cfg(test)]
+mod tests;
 mod writer;
 
 use std::path::{Path, PathBuf};

@@ -55,7 +55,8 @@ CREATE TABLE IF NOT EXISTS harness_sessions (
 ";
 
 /// What to do about a store that cannot be trusted: nothing is thrown away on murmur's own.
-const MOVE_ASIDE: &str = "move the file (and its -wal and -shm beside it) aside to start this \
+pub(super) const MOVE_ASIDE: &str =
+    "move the file (and its -wal and -shm beside it) aside to start this \
                           session with no earlier tasks, or restore it from a backup";
 
 fn refused(path: &Path, what: impl Into<String>, hint: impl Into<String>) -> StoreError {
@@ -195,6 +196,9 @@ pub(super) fn open(path: &Path) -> Result<(Connection, Restored), StoreError> {
         ));
     }
     conn.pragma_update(None, "synchronous", "NORMAL")
+        .map_err(|e| said(path, &e))?;
+    // The store is written, and read once: a small page cache keeps an idle capsule small.
+    conn.pragma_update(None, "cache_size", -256)
         .map_err(|e| said(path, &e))?;
     conn.execute_batch(SCHEMA).map_err(|e| said(path, &e))?;
     if version == 0 {

@@ -78,6 +78,9 @@ pub async fn run(plan: Plan, opts: Options) -> CliResult<i32> {
     let cleanup = Cleanup {
         sessions: sessions.iter().map(|s| s.to_string()).collect(),
         spend_counter: formation_spend(&plan, &sessions[plan.entry]).map(|f| f.counter),
+        // A launch that never started is nothing to resume; a resume that failed is kept as
+        // it was, to be tried again.
+        unstarted: opts.resume.is_none().then(|| kept.entry.clone()),
     };
     sweep_spend_counters();
     if opts.resume.is_some() {
@@ -86,7 +89,7 @@ pub async fn run(plan: Plan, opts: Options) -> CliResult<i32> {
     let configs = match write_credentials(&plan, &opts, &sessions, &dirs, &urls, &minted) {
         Ok(c) => c,
         Err(e) => {
-            cleanup.run();
+            cleanup.failed();
             return Err(e);
         }
     };
@@ -102,7 +105,7 @@ pub async fn run(plan: Plan, opts: Options) -> CliResult<i32> {
         Ok(m) => m,
         Err(e) => {
             launch::sweep();
-            cleanup.run();
+            cleanup.failed();
             return Err(e);
         }
     };
@@ -113,7 +116,7 @@ pub async fn run(plan: Plan, opts: Options) -> CliResult<i32> {
             launch::terminate_group(m.pid, Signal::SIGKILL);
         }
         launch::sweep();
-        cleanup.run();
+        cleanup.failed();
         return Err(e);
     }
     announce(&plan, &opts, &members);
@@ -241,12 +244,22 @@ fn reseed_spend(plan: &Plan, sessions: &[SessionId], dirs: &[PathBuf]) {
 /// The session files a launch leaves in `run/` until it ends: records, tokens and wiring.
 struct Cleanup {
     sessions: Vec<String>,
+    /// The kept launch to forget when the launch fails before it is up.
+    unstarted: Option<String>,
     /// The formation's spend counter: its figures are in the ledger; the launch's own total
     /// goes with the launch.
     spend_counter: Option<PathBuf>,
 }
 
 impl Cleanup {
+    /// The launch failed before it was up.
+    fn failed(&self) {
+        self.run();
+        if let Some(entry) = &self.unstarted {
+            resume::remove(entry);
+        }
+    }
+
     fn run(&self) {
         for s in &self.sessions {
             let _ = std::fs::remove_file(records::record_path(s));

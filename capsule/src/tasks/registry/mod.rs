@@ -306,12 +306,14 @@ impl Registry {
             inner.seq = inner.seq.max(task.seq);
             inner.order.insert(task.seq, task.id.clone());
             if !task.state.is_terminal() {
-                live.push(task.id.clone());
+                live.push((task.seq, task.id.clone()));
             }
             inner.tasks.insert(task.id.clone(), task);
         }
         inner.seq = inner.seq.max(newest);
-        for id in live {
+        // Failed in the order they last changed, so they keep that order among themselves.
+        live.sort();
+        for (_, id) in live {
             if let Some(task) = inner.tasks.get_mut(&id) {
                 task.state = TaskState::Failed;
                 task.status_text = Some(why.to_owned());

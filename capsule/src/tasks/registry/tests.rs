@@ -426,3 +426,106 @@ mod approvals {
         ));
     }
 }
+
+/// What a journal was told, in order.
+#[derive(Default)]
+struct Told(Mutex<Vec<(String, u64, TaskState)>>);
+
+impl Journal for Told {
+    fn changed(&self, task: &Task) {
+        let mut told = self.0.lock().unwrap();
+        told.push((task.id.to_string(), task.seq, task.state));
+    }
+    fn forgotten(&self, id: &TaskId) {
+        self.0
+            .lock()
+            .unwrap()
+            .push((id.to_string(), 0, TaskState::Rejected));
+    }
+}
+
+fn kept(id: &str, seq: u64, state: TaskState) -> Task {
+    Task {
+        id: TaskId::from_wire(id),
+        context_id: "ctx_1".into(),
+        owner: Owner::Session,
+        state,
+        status_text: None,
+        changed_at: Millis(1_700_000_000_000 + seq as i64),
+        seq,
+        response: None,
+        prompt: None,
+        approval: None,
+        residue: Vec::new(),
+        murmur_metadata: Map::new(),
+        input: None,
+        held: 0,
+    }
+}
+
+#[test]
+fn restored_tasks_keep_their_places_and_the_live_ones_fail_saying_why() {
+    let told = Arc::new(Told::default());
+    let reg = Registry::new(1).journaled(told.clone());
+    reg.restore(
+        vec![
+            kept("tsk_live", 5, TaskState::Working),
+            kept("tsk_done", 2, TaskState::Completed),
+            kept("tsk_asks", 4, TaskState::InputRequired),
+        ],
+        7,
+        "the capsule restarted",
+    );
+    let everyone = Viewer::Everyone;
+    // The live ones changed (failed) after everything kept: newer than the newest seen.
+    let order: Vec<String> = reg
+        .list(&all(), &everyone)
+        .tasks
+        .iter()
+        .map(|t| t["id"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(order, ["tsk_live", "tsk_asks", "tsk_done"]);
+    assert_eq!(
+        *told.0.lock().unwrap(),
+        [
+            ("tsk_asks".to_owned(), 8, TaskState::Failed),
+            ("tsk_live".to_owned(), 9, TaskState::Failed)
+        ],
+        "only the change is journaled: the rest is kept already"
+    );
+    assert_eq!(reg.newest(), 9);
+    let failed: Value = serde_json::from_slice(&reg.get("tsk_live", &everyone).unwrap()).unwrap();
+    assert_eq!(failed["status"]["state"], "TASK_STATE_FAILED");
+    assert_eq!(
+        failed["status"]["message"]["parts"][0]["text"],
+        "the capsule restarted"
+    );
+    // A page token naming a kept position reads: positions go on past the store's newest.
+    let token = page_token::encode(7, "tsk_x");
+    assert_eq!(reg.decode_page_token(&token), Some(7));
+}
+
+#[test]
+fn a_task_failed_as_its_supervisor_went_stays_failed_when_its_attempt_ends() {
+    let reg = Registry::new(1);
+    let id = id_of(reg.admit(None, Owner::Session, input()));
+    let everyone = Viewer::Everyone;
+    assert!(matches!(tokio_test_block(reg.next()), Some(Started { .. })));
+    let ended = reg.fail_all("the supervisor went");
+    assert_eq!(ended, [(id.clone(), TaskState::Working)]);
+    reg.finish(&id, Outcome::CanceledEnded(None));
+    let task: Value = serde_json::from_slice(&reg.get(id.as_str(), &everyone).unwrap()).unwrap();
+    assert_eq!(task["status"]["state"], "TASK_STATE_FAILED");
+    assert_eq!(
+        task["status"]["message"]["parts"][0]["text"],
+        "the supervisor went"
+    );
+}
+
+fn tokio_test_block<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(f)
+}
