@@ -380,7 +380,16 @@ fn a_door_continues_the_callers_traceparent_and_hands_the_harness_its_span() {
         .as_str()
         .unwrap()
         .to_owned();
-    // A refused message: exported with its error, and written nowhere.
+    // A refused message: exported with its error, and written nowhere. Counted once the
+    // second message's own span is on file: the trace's writer is a thread of its own, and may
+    // still be writing it when the answer arrives.
+    let spans_on_file = || {
+        home.trace(&run.session)
+            .iter()
+            .filter(|e| e["event_type"] == "span" && e["name"] == "SendMessage")
+            .count()
+    };
+    assert!(wait_until(LONG, || spans_on_file() == 2));
     let before = home.trace_len(&run.session);
     let refused = request(
         json!(4),
