@@ -146,8 +146,16 @@ mod layering {
         ("store/mod.rs", include_str!("store/mod.rs"), STORE_ABOVE),
         ("store/open.rs", include_str!("store/open.rs"), STORE_ABOVE),
         ("store/rows.rs", include_str!("store/rows.rs"), STORE_ABOVE),
-        ("store/writer.rs", include_str!("store/writer.rs"), STORE_ABOVE),
-        ("store/tests.rs", include_str!("store/tests.rs"), STORE_ABOVE),
+        (
+            "store/writer.rs",
+            include_str!("store/writer.rs"),
+            STORE_ABOVE,
+        ),
+        (
+            "store/tests.rs",
+            include_str!("store/tests.rs"),
+            STORE_ABOVE,
+        ),
         ("session.rs", include_str!("session.rs"), SESSION_ABOVE),
         (
             "gateway/mod.rs",
