@@ -390,7 +390,7 @@ fn a_store_that_cannot_be_trusted_is_refused_and_left_as_it_is() {
     // The store's files are private whatever they were found with.
     let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode(&records.join("store")), 0o700);
-    for name in ["store.sqlite", "store.sqlite-wal", "store.sqlite-shm"] {
+    for name in ["store.sqlite", "store.sqlite-wal"] {
         assert_eq!(mode(&records.join("store").join(name)), 0o600, "{name}");
     }
     drop(back);

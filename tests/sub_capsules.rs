@@ -4,6 +4,8 @@
 //! the top ends every level before the canceled task's `task_end`, and lists the residue;
 //! `kill -9` of the top capsule leaves no child. Checked in /proc.
 
+#[path = "support/running.rs"]
+mod running;
 mod support;
 
 use std::path::{Path, PathBuf};
@@ -320,12 +322,35 @@ fn ctrl_c_ends_every_level_cleanly() {
 #[test]
 fn kill_9_of_mur_run_leaves_no_level_running() {
     let home = Home::new();
-    let (mut run, _) = three_levels_working(&home);
+    let (mut run, task) = three_levels_working(&home);
     signal(run.pid(), 9);
     let _ = run.child.wait();
     assert_nothing_left(&home, LONG);
     // What the launch left in run/ is pruned by the next mur ps, tokens and wiring included.
     assert_ps_prunes_run(&home);
+    // Brought back (docs/store.md), the top's task that was delegating failed with its cause;
+    // the levels below were its sub-capsules, ended with it, and are not started again.
+    let back =
+        running::Running::spawn_args(&home, &["run", "--resume", &run.session], &[]).announced();
+    let got = http(
+        run.port,
+        "POST",
+        "/",
+        &[("Content-Type", "application/json"), ("A2A-Version", "1.0")],
+        request(json!(1), "GetTask", json!({"id": task})).as_bytes(),
+    )
+    .json();
+    assert_eq!(
+        got["result"]["status"]["state"], "TASK_STATE_FAILED",
+        "{got}"
+    );
+    eprintln!(
+        "CAUSE {}",
+        got["result"]["status"]["message"]["parts"][0]["text"]
+    );
+    assert!(running(&home).iter().all(|r| r["name"] == "top"));
+    drop(back);
+    assert_nothing_left(&home, LONG);
 }
 
 #[test]

@@ -7,6 +7,11 @@ wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
 wrk.headers["A2A-Version"] = "1.0"
 wrk.body = '{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"bench","role":"ROLE_USER","parts":[{"text":"bench"}]},"configuration":{"returnImmediately":true}}}'
+-- WAIT=1: each request waits for its task's end (no returnImmediately): with as many
+-- connections as the capsule has room for, every request is a task run to its end.
+if os.getenv("WAIT") == "1" then
+  wrk.body = '{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"bench","role":"ROLE_USER","parts":[{"text":"bench"}]}}}'
+end
 
 accepted = 0
 rejected = 0

@@ -2,9 +2,10 @@
 # What the durable store costs the door (docs/store.md): two capsules of the same release build
 # serve manifests/worker-queue.yaml, one with its store (the default) and one without
 # (MURMUR_STORE=off); wrk against each in turn, ROUNDS times, in one run: GetTask of a completed
-# task (a read: memory only), then SendMessage with returnImmediately (every answer a new task,
-# accepted or rejected busy, which the store must hold before the answer leaves). Then what the
-# store's files hold. Results go in BENCHMARKS.md.
+# task (a read: memory only); SendMessage with returnImmediately (every answer a new task: the
+# few taken are on disk before their answer leaves; the rest, rejected busy, are written without
+# being waited for); and tasks run to their end (three clients, each waiting for its answer:
+# each task's three changes kept before the answer). Then what the store's files hold. Results go in BENCHMARKS.md.
 # Usage: scripts/bench/store.sh [SECONDS] [ROUNDS] [CONNECTIONS]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -41,17 +42,25 @@ gets() {
   TASK_ID=$2 wrk -t2 -c"$conns" -d"${secs}s" -s scripts/bench/gettask.lua \
     "http://127.0.0.1:$1/" | sed -n 's/^requests\/s: //p'
 }
-# SendMessage answers a second, and the p99 latency, from send.lua's summary.
+# SendMessage answers a second, their p99 latency, and the tasks taken a second (the rest are
+# answered TASK_STATE_REJECTED, busy), from send.lua's summary.
 sends() {
   wrk -t2 -c"$conns" -d"${secs}s" -s scripts/bench/send.lua "http://127.0.0.1:$1/" >"$work/send"
-  echo "$(sed -n 's/^requests\/s: //p' "$work/send") $(sed -n 's/.*p99: \([0-9.]*\) ms/\1ms/p' "$work/send")"
+  echo "$(sed -n 's/^requests\/s: //p' "$work/send") $(sed -n 's/.*p99: \([0-9.]*\) ms/\1ms/p' "$work/send") $(sed -n 's/^accepted\/s: //p' "$work/send")"
+}
+# Tasks run to their end a second: 3 connections (the running slot and the queue of 2 that
+# manifests/worker-queue.yaml has), each waiting for its task's answer before the next.
+runs() {
+  WAIT=1 wrk -t1 -c3 -d"${secs}s" -s scripts/bench/send.lua "http://127.0.0.1:$1/" | sed -n 's/^accepted\/s: //p'
 }
 echo "$conns connections, 2 wrk threads, ${secs}s a run, store off / on alternating:"
 for r in $(seq "$rounds"); do
   a=$(gets "$off" "$task_off"); b=$(gets "$on" "$task_store")
   python3 -c "import sys; a,b=map(float,sys.argv[1:3]); print(f'round $r GetTask      off {a:.0f}/s  on {b:.0f}/s  on/off {b/a:.3f}')" "$a" "$b"
-  read -r a a99 <<<"$(sends "$off")"; read -r b b99 <<<"$(sends "$on")"
-  python3 -c "import sys; a,b=map(float,sys.argv[1:3]); print(f'round $r SendMessage  off {a:.0f}/s (p99 {sys.argv[3]})  on {b:.0f}/s (p99 {sys.argv[4]})  on/off {b/a:.3f}')" "$a" "$b" "$a99" "$b99"
+  read -r a a99 at <<<"$(sends "$off")"; read -r b b99 bt <<<"$(sends "$on")"
+  python3 -c "import sys; a,b=map(float,sys.argv[1:3]); print(f'round $r SendMessage  off {a:.0f}/s (p99 {sys.argv[3]})  on {b:.0f}/s (p99 {sys.argv[4]})  on/off {b/a:.3f}; tasks taken off {sys.argv[5]}/s on {sys.argv[6]}/s')" "$a" "$b" "$a99" "$b99" "$at" "$bt"
+  a=$(runs "$off"); b=$(runs "$on")
+  python3 -c "import sys; a,b=map(float,sys.argv[1:3]); print(f'round $r tasks run    off {a:.1f}/s  on {b:.1f}/s  on/off {b/a:.3f}')" "$a" "$b"
 done
 session=$(sed -n 's/^session: //p' "$work/on")
 store=$(find "$MURMUR_HOME/records" -path "*$session*" -type d -name store | head -1)

@@ -27,7 +27,7 @@ pub use open::StoreError;
 /// harness attempt: the harness keeps the rest of its session's records in sight.
 pub const DIR: &str = "store";
 
-/// The store's file in [`DIR`] (with SQLite's `-wal` and `-shm` beside it).
+/// The store's file in [`DIR`] (with SQLite's `-wal` beside it).
 pub const FILE: &str = "store.sqlite";
 
 /// Where a session's store is, given its records folder.
@@ -133,15 +133,33 @@ impl Store {
     /// Opens (or creates) the store in `records`, and starts its writer. A store that cannot
     /// be trusted — corrupt, from a newer murmur, read-only, on a full disk — is refused with
     /// what to do: a capsule never starts empty in its place.
+    ///
+    /// A session with no store yet (a new one) has nothing to restore: its file is made by the
+    /// writer with its first commit, so a capsule that never takes a task writes none (and
+    /// touches none of SQLite: an idle capsule stays small). Its folder is made now.
     pub fn open(records: &Path, events: Arc<EventLog>) -> Result<(Store, Restored), StoreError> {
         let path = path_in(records);
-        let (conn, restored) = open::open(&path)?;
+        open::prepare_dir(&path)?;
+        let (conn, restored) = match open::exists(&path) {
+            true => {
+                let (conn, restored) = open::open(&path, rand::random())?;
+                (Some(conn), restored)
+            }
+            false => (
+                None,
+                Restored {
+                    page_key: rand::random(),
+                    ..Restored::default()
+                },
+            ),
+        };
         let durable = Durable::new(restored.newest);
         let shared = Arc::new(writer::Shared::new(
             durable,
             events,
             restored.harness_sessions.len() as u64,
             path.clone(),
+            restored.page_key,
         ));
         let thread = writer::start(conn, shared.clone()).map_err(|e| StoreError {
             file: path.clone(),

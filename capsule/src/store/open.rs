@@ -1,7 +1,7 @@
-//! Opening a session's store: created 0600 when new, else checked before it is trusted — a
-//! file that is no database or fails SQLite's check, one a newer murmur wrote, one this process
-//! cannot write, a disk with no room — each refused with E-RUN-060 naming the file and what to
-//! do; then its layout made, and what it holds read back.
+//! Opening a session's store: created 0600 when new (by the writer, with its first commit),
+//! else checked before it is trusted — a file that is no database or fails SQLite's check, one
+//! a newer murmur wrote, one this process cannot write, a disk with no room — each refused with
+//! E-RUN-060 naming the file and what to do; then its layout made, and what it holds read back.
 
 use std::fmt;
 use std::os::unix::fs::OpenOptionsExt;
@@ -95,8 +95,10 @@ pub(super) fn said(path: &Path, e: &rusqlite::Error) -> StoreError {
     }
 }
 
-/// Opens the store at `path` (creating it 0600 when there is none) and reads it back.
-pub(super) fn open(path: &Path) -> Result<(Connection, Restored), StoreError> {
+/// Makes the store's folder (0700), or makes one found open to others private again. Made at
+/// the capsule's start whether or not the file is, so the jail covers it from the first
+/// attempt on.
+pub(super) fn prepare_dir(path: &Path) -> Result<(), StoreError> {
     if let Some(dir) = path.parent() {
         use std::os::unix::fs::DirBuilderExt;
         use std::os::unix::fs::PermissionsExt;
@@ -115,6 +117,17 @@ pub(super) fn open(path: &Path) -> Result<(Connection, Restored), StoreError> {
             Err(e) => return Err(io_refused(path, e)),
         }
     }
+    Ok(())
+}
+
+/// Whether there is anything at `path` to open (a file, or what must be refused as one).
+pub(super) fn exists(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok()
+}
+
+/// Opens the store at `path` (creating it 0600 when there is none, signed with `page_key`)
+/// and reads it back; a store that has one keeps its own key.
+pub(super) fn open(path: &Path, page_key: [u8; 32]) -> Result<(Connection, Restored), StoreError> {
     match std::fs::symlink_metadata(path) {
         Ok(meta) if !meta.file_type().is_file() => {
             return Err(refused(
@@ -155,6 +168,11 @@ pub(super) fn open(path: &Path) -> Result<(Connection, Restored), StoreError> {
         | OpenFlags::SQLITE_OPEN_NO_MUTEX
         | OpenFlags::SQLITE_OPEN_NOFOLLOW;
     let conn = Connection::open_with_flags(path, flags).map_err(|e| said(path, &e))?;
+    // One process has a store open at a time: held from the first read to the close, which
+    // makes a second opener's refusal certain and spares every commit its file locks and
+    // shared-memory index (the WAL's index lives in this process's memory; no -shm file).
+    conn.pragma_update(None, "locking_mode", "EXCLUSIVE")
+        .map_err(|e| said(path, &e))?;
     if conn.is_readonly(rusqlite::MAIN_DB).unwrap_or(false) {
         return Err(refused(
             path,
@@ -198,14 +216,14 @@ pub(super) fn open(path: &Path) -> Result<(Connection, Restored), StoreError> {
     conn.pragma_update(None, "synchronous", "NORMAL")
         .map_err(|e| said(path, &e))?;
     // The store is written, and read once: a small page cache keeps an idle capsule small.
-    conn.pragma_update(None, "cache_size", -256)
+    conn.pragma_update(None, "cache_size", -4096)
         .map_err(|e| said(path, &e))?;
     conn.execute_batch(SCHEMA).map_err(|e| said(path, &e))?;
     if version == 0 {
         conn.pragma_update(None, "user_version", VERSION)
             .map_err(|e| said(path, &e))?;
     }
-    let page_key = page_key(&conn).map_err(|e| said(path, &e))?;
+    let page_key = kept_page_key(&conn, page_key).map_err(|e| said(path, &e))?;
     let mut restored = rows::read(&conn, path).map_err(|e| match e {
         rows::ReadError::Sql(e) => said(path, &e),
         rows::ReadError::Row(what) => refused(path, format!("is corrupt ({what})"), MOVE_ASIDE),
@@ -235,8 +253,8 @@ fn io_refused(path: &Path, e: std::io::Error) -> StoreError {
     }
 }
 
-/// The page tokens' key: drawn once, when the store is new, and kept.
-fn page_key(conn: &Connection) -> rusqlite::Result<[u8; 32]> {
+/// The page tokens' key: the store's own, or `fresh` written in a store that has none yet.
+fn kept_page_key(conn: &Connection, fresh: [u8; 32]) -> rusqlite::Result<[u8; 32]> {
     let kept: Option<String> = conn
         .query_row("SELECT value FROM meta WHERE key = 'page_key'", [], |r| {
             r.get(0)
@@ -245,10 +263,9 @@ fn page_key(conn: &Connection) -> rusqlite::Result<[u8; 32]> {
     if let Some(key) = kept.as_deref().and_then(rows::unhex) {
         return Ok(key);
     }
-    let key: [u8; 32] = rand::random();
     conn.execute(
         "INSERT OR REPLACE INTO meta (key, value) VALUES ('page_key', ?1)",
-        [rows::hex(&key)],
+        [rows::hex(&fresh)],
     )?;
-    Ok(key)
+    Ok(fresh)
 }

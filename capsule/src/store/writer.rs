@@ -22,6 +22,11 @@ use crate::tasks::{Journal, Task};
 /// How long a failed commit waits before it is tried again.
 const RETRY: Duration = Duration::from_secs(1);
 
+/// How long changes nobody waits for (rejections at a busy door) gather before they are
+/// committed: each commit rewrites the pages it touches, so a flood of rejections written one
+/// commit each costs the door a third of its answers (BENCHMARKS.md, "The store").
+const LINGER: Duration = Duration::from_millis(2);
+
 /// What has changed since the last commit: the latest of each, so a task that changed ten
 /// times between two commits is written once.
 #[derive(Default)]
@@ -34,6 +39,14 @@ struct Pending {
     /// The newest registry position among the changes.
     newest: u64,
     closing: bool,
+    /// The writer waits for changes: only then does a change need to wake it (a wake is a
+    /// system call, and a busy door hands over a change per answer).
+    idle: bool,
+    /// A change an answer waits for is among them (anything but a rejection at the door):
+    /// commit now. Without one, the writer lingers for more (see [`LINGER`]).
+    binding: bool,
+    /// The writer lingers: only a change an answer waits for wakes it.
+    lingering: bool,
 }
 
 impl Pending {
@@ -57,6 +70,7 @@ impl Pending {
         }
         self.spent = self.spent.or(batch.spent);
         self.newest = self.newest.max(batch.newest);
+        self.binding |= batch.binding;
     }
 }
 
@@ -68,6 +82,8 @@ pub(super) struct Shared {
     /// The next harness session's place in the order.
     session_order: Mutex<u64>,
     path: PathBuf,
+    /// The page tokens' key, for a store the writer creates.
+    page_key: [u8; 32],
 }
 
 impl Shared {
@@ -76,6 +92,7 @@ impl Shared {
         events: Arc<EventLog>,
         sessions: u64,
         path: PathBuf,
+        page_key: [u8; 32],
     ) -> Shared {
         Shared {
             pending: Mutex::new(Pending::default()),
@@ -84,11 +101,19 @@ impl Shared {
             events,
             session_order: Mutex::new(sessions),
             path,
+            page_key,
         }
     }
 
     fn lock(&self) -> MutexGuard<'_, Pending> {
         self.pending.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Wakes the writer if it waits; called with the change handed over, the lock released.
+    fn wake_if_idle(&self, was_idle: bool) {
+        if was_idle {
+            self.wake.notify_one();
+        }
     }
 
     pub(super) fn harness_session(&self, conversation: &str, session: Option<&str>) {
@@ -101,8 +126,9 @@ impl Shared {
         pending
             .sessions
             .insert(conversation.to_owned(), session.map(|s| (s.to_owned(), at)));
+        let idle = std::mem::take(&mut pending.idle);
         drop(pending);
-        self.wake.notify_one();
+        self.wake_if_idle(idle);
     }
 
     pub(super) fn spent(&self, totals: Spent) {
@@ -119,11 +145,15 @@ impl Shared {
 impl Journal for Shared {
     fn changed(&self, task: &Task) {
         let row = TaskRow::of(task);
+        let binding = task.state != crate::tasks::TaskState::Rejected;
         let mut pending = self.lock();
         pending.newest = pending.newest.max(row.seq);
+        pending.binding |= binding;
         pending.tasks.insert(row.id.clone(), row);
+        let lingering = binding && std::mem::take(&mut pending.lingering);
+        let idle = std::mem::take(&mut pending.idle);
         drop(pending);
-        self.wake.notify_one();
+        self.wake_if_idle(idle || lingering);
     }
 
     fn forgotten(&self, id: &TaskId) {
@@ -134,7 +164,7 @@ impl Journal for Shared {
 }
 
 pub(super) fn start(
-    conn: Connection,
+    conn: Option<Connection>,
     shared: Arc<Shared>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
     std::thread::Builder::new()
@@ -142,19 +172,49 @@ pub(super) fn start(
         .spawn(move || run(conn, &shared))
 }
 
-fn run(mut conn: Connection, shared: &Shared) {
+fn run(mut conn: Option<Connection>, shared: &Shared) {
     let mut said_failing = false;
     loop {
         let (batch, closing) = {
             let mut pending = shared.lock();
             while pending.is_empty() && !pending.closing {
+                pending.idle = true;
                 pending = shared.wake.wait(pending).unwrap_or_else(|e| e.into_inner());
+            }
+            if !pending.binding && !pending.closing {
+                // Nobody waits for these: more may come before they are worth a commit.
+                let until = std::time::Instant::now() + LINGER;
+                while !pending.binding && !pending.closing {
+                    let left = until.saturating_duration_since(std::time::Instant::now());
+                    if left.is_zero() {
+                        break;
+                    }
+                    pending.lingering = true;
+                    pending = shared
+                        .wake
+                        .wait_timeout(pending, left)
+                        .map(|(p, _)| p)
+                        .unwrap_or_else(|e| e.into_inner().0);
+                }
+                pending.lingering = false;
             }
             let closing = pending.closing;
             (std::mem::take(&mut *pending), closing)
         };
         let newest = batch.newest;
-        match commit(&mut conn, &batch, shared.events.last_id()) {
+        let written = match &mut conn {
+            Some(c) => commit(c, &batch, shared.events.last_id()).map_err(|e| e.to_string()),
+            // A new session's store, made with its first commit.
+            None => match super::open::open(&shared.path, shared.page_key) {
+                Ok((mut c, _)) => {
+                    let done = commit(&mut c, &batch, shared.events.last_id());
+                    conn = Some(c);
+                    done.map_err(|e| e.to_string())
+                }
+                Err(refusal) => Err(format!("{} {}", refusal.what, refusal.hint)),
+            },
+        };
+        match written {
             Ok(()) => {
                 if said_failing {
                     eprintln!(
@@ -184,7 +244,9 @@ fn run(mut conn: Connection, shared: &Shared) {
             }
         }
         if closing {
-            let _ = conn.pragma_update(None, "wal_checkpoint", "TRUNCATE");
+            if let Some(c) = &conn {
+                let _ = c.pragma_update(None, "wal_checkpoint", "TRUNCATE");
+            }
             return;
         }
     }

@@ -112,6 +112,9 @@ struct Inner {
     tasks: HashMap<TaskId, Task>,
     order: BTreeMap<u64, TaskId>,
     seq: u64,
+    /// The newest change an answer must not leave before the journal keeps (see
+    /// [`Registry::newest`]): every change but a task's rejection at the door.
+    binding: u64,
     queue: VecDeque<TaskId>,
     running: Option<TaskId>,
     closing: bool,
@@ -158,6 +161,11 @@ impl Inner {
             self.order.remove(&task.seq);
             task.seq = seq;
             task.changed_at = Millis::now();
+            // A rejected task changes once, at the door, and is terminal in that very answer:
+            // nothing waits for its record (docs/store.md says what a crash can lose).
+            if task.state != TaskState::Rejected {
+                self.binding = seq;
+            }
             let held = task.held_bytes();
             self.bytes = self.bytes - task.held + held;
             task.held = held;
@@ -264,6 +272,7 @@ impl Registry {
                 tasks: HashMap::new(),
                 order: BTreeMap::new(),
                 seq: 0,
+                binding: 0,
                 queue: VecDeque::new(),
                 running: None,
                 closing: false,
@@ -286,10 +295,12 @@ impl Registry {
         self
     }
 
-    /// The position of the newest change: an answer rendered now says nothing a later change
-    /// made, so once the journal has kept everything up to here, the answer may leave.
+    /// The position of the newest change an answer must wait for: an answer rendered now says
+    /// nothing a later change made, so once the journal has kept everything up to here, the
+    /// answer may leave. A rejection at the door is not waited for: it never ran, and its
+    /// answer is its whole story.
     pub fn newest(&self) -> u64 {
-        self.lock().seq
+        self.lock().binding
     }
 
     /// Takes back the tasks a store kept (in any order), at the positions they had, before
@@ -311,6 +322,7 @@ impl Registry {
             inner.tasks.insert(task.id.clone(), task);
         }
         inner.seq = inner.seq.max(newest);
+        inner.binding = inner.seq;
         // Failed in the order they last changed, so they keep that order among themselves.
         live.sort();
         for (_, id) in live {
