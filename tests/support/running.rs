@@ -1,5 +1,6 @@
 //! A launch run as a user runs it: `mur run` in the background, its announced members read
 //! from its output, its stderr gathered; and the tokens and restarts tests read of it.
+#![allow(dead_code)]
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
@@ -118,7 +119,6 @@ impl Running {
         code
     }
 
-    #[allow(dead_code)]
     pub fn lines(&self) -> Vec<String> {
         self.out.lock().unwrap().clone()
     }
