@@ -756,15 +756,7 @@ fn a_member_that_crashes_comes_back_on_its_port_until_its_cap() {
     };
     assert_eq!(capsules(), lead_and(pid), "before the first crash");
     // A task it holds when it first crashes is failed with a cause, never lost silently.
-    let pidfile = home.root.join("coder-harness.pid");
-    let held = bearer_rpc(
-        port,
-        &lead,
-        "SendMessage",
-        message(&format!("@pidfile {}\n@sleep 60", pidfile.display()), true),
-    );
-    let held = held["result"]["task"]["id"].as_str().unwrap().to_owned();
-    wait_pid(&pidfile);
+    let held = hold(&home, port, &lead, "coder-harness");
     for attempt in 1..=3u32 {
         signal(pid, 9);
         pid = pid_other_than(&home, &coder, pid);

@@ -129,15 +129,7 @@ fn a_member_killed_with_kill_9_comes_back_answering_as_it_did() {
         (Some(0), Some(""))
     );
 
-    let pidfile = home.root.join("coder-harness.pid");
-    let held = bearer_rpc(
-        port,
-        &lead,
-        "SendMessage",
-        message(&format!("@pidfile {}\n@sleep 60", pidfile.display()), true),
-    );
-    let held = held["result"]["task"]["id"].as_str().unwrap().to_owned();
-    wait_pid(&pidfile);
+    let held = hold(&home, port, &lead, "coder-harness");
     let page = list(port, &lead, None);
     let token = page["result"]["nextPageToken"].as_str().unwrap().to_owned();
     assert_eq!(page["result"]["tasks"][0]["id"], held.as_str());
@@ -194,15 +186,7 @@ fn mur_run_resume_after_kill_9_serves_the_same_tasks_at_the_same_urls_with_the_s
     let (session, _, _) = harness_session(&first);
     let before = get(port, &member, first["id"].as_str().unwrap());
     let members = run.members.clone();
-    let pidfile = home.root.join("coder-harness.pid");
-    let held = bearer_rpc(
-        port,
-        &member,
-        "SendMessage",
-        message(&format!("@pidfile {}\n@sleep 60", pidfile.display()), true),
-    );
-    let held = held["result"]["task"]["id"].as_str().unwrap().to_owned();
-    wait_pid(&pidfile);
+    let held = hold(&home, port, &member, "coder-harness");
 
     // A launch that runs is not resumed beside itself.
     let (code, _, err) = home.run(&["run", "--resume", "up"]);
@@ -405,14 +389,7 @@ fn kill_9_in_the_middle_of_a_thousand_submissions_loses_no_task_a_client_was_ans
     let (port, coder) = run.member("coder");
     let member = token_of(&home, &coder, "member:lead");
     // One task holds the harness: the rest wait in the queue.
-    let pidfile = home.root.join("coder-harness.pid");
-    bearer_rpc(
-        port,
-        &member,
-        "SendMessage",
-        message(&format!("@pidfile {}\n@sleep 60", pidfile.display()), true),
-    );
-    wait_pid(&pidfile);
+    hold(&home, port, &member, "coder-harness");
     let answered: Arc<Mutex<Vec<Value>>> = Arc::default();
     let cut: Arc<Mutex<usize>> = Arc::default();
     let senders: Vec<_> = (0..4)

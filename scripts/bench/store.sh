@@ -5,37 +5,19 @@
 # task (a read: memory only); SendMessage with returnImmediately (every answer a new task: the
 # few taken are on disk before their answer leaves; the rest, rejected busy, are written without
 # being waited for); and tasks run to their end (three clients, each waiting for its answer:
-# each task's three changes kept before the answer). Then what the store's files hold. Results go in BENCHMARKS.md.
+# each task's three changes kept before the answer). Then what the store's files hold. Results
+# go in BENCHMARKS.md.
 # Usage: scripts/bench/store.sh [SECONDS] [ROUNDS] [CONNECTIONS]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 secs=${1:-10}
 rounds=${2:-3}
 conns=${3:-64}
-command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; }
-cargo build --release --quiet
-export MURMUR_HOME=$(mktemp -d)
-work=$(mktemp -d)
-pids=()
-trap 'for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done; wait 2>/dev/null; rm -rf "$MURMUR_HOME" "$work"' EXIT
-
-# start NAME [ENV...]: a capsule of manifests/worker-queue.yaml, its output in $work/NAME.
-start() {
-  local name=$1; shift
-  env "$@" ./target/release/mur run --manifest manifests/worker-queue.yaml >"$work/$name" 2>&1 &
-  pids+=($!)
-  for _ in $(seq 200); do grep -q '^session:' "$work/$name" && break; sleep 0.05; done
-}
-port_of() { sed -n 's/^murmur: url localhost://p' "$work/$1"; }
+. scripts/bench/capsules.sh
 start off MURMUR_STORE=off
 start on
 off=$(port_of off)
 on=$(port_of on)
-task_on() {
-  curl -s -X POST "http://127.0.0.1:$1/" -H 'Content-Type: application/json' -H 'A2A-Version: 1.0' \
-    -d '{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"bench","role":"ROLE_USER","parts":[{"text":"bench"}]}}}' \
-    | python3 -c 'import json,sys; print(json.load(sys.stdin)["result"]["task"]["id"])'
-}
 task_off=$(task_on "$off")
 task_store=$(task_on "$on")
 gets() {

@@ -12,12 +12,7 @@ cd "$(dirname "$0")/../.."
 secs=${1:-10}
 rounds=${2:-3}
 conns=${3:-64}
-command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; }
-cargo build --release --quiet
-export MURMUR_HOME=$(mktemp -d)
-work=$(mktemp -d)
-pids=()
-trap 'for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done; wait 2>/dev/null; rm -rf "$MURMUR_HOME" "$work"' EXIT
+. scripts/bench/capsules.sh
 
 python3 scripts/bench/otlp_sink.py >"$work/sink" &
 pids+=($!)
@@ -25,25 +20,10 @@ sink=$!
 for _ in $(seq 100); do grep -q '^listening' "$work/sink" && break; sleep 0.05; done
 sink_port=$(awk '/^listening/{print $2}' "$work/sink")
 
-# start NAME [ENV...]: a capsule of manifests/worker-queue.yaml, its output in $work/NAME (not
-# in a subshell: its pid must reach the trap).
-start() {
-  local name=$1; shift
-  env "$@" ./target/release/mur run --manifest manifests/worker-queue.yaml >"$work/$name" 2>&1 &
-  pids+=($!)
-  for _ in $(seq 200); do grep -q '^session:' "$work/$name" && break; sleep 0.05; done
-}
-port_of() { sed -n 's/^murmur: url localhost://p' "$work/$1"; }
 start off OTEL_SDK_DISABLED=true
 start on OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$sink_port"
 off=$(port_of off)
 on=$(port_of on)
-
-task_on() {
-  curl -s -X POST "http://127.0.0.1:$1/" -H 'Content-Type: application/json' -H 'A2A-Version: 1.0' \
-    -d '{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"bench","role":"ROLE_USER","parts":[{"text":"bench"}]}}}' \
-    | python3 -c 'import json,sys; print(json.load(sys.stdin)["result"]["task"]["id"])'
-}
 task_off=$(task_on "$off")
 task_exp=$(task_on "$on")
 

@@ -171,3 +171,18 @@ pub fn pid_other_than(home: &Home, session: &str, old: u32) -> u32 {
     );
     pid
 }
+
+/// Sends a member, as `token`'s holder, a task that holds its harness for a minute, and waits
+/// (bounded) until that harness runs; answers the task's id. `name` names the pid file.
+pub fn hold(home: &Home, port: u16, token: &str, name: &str) -> String {
+    let pidfile = home.root.join(format!("{name}.pid"));
+    let sent = bearer_rpc(
+        port,
+        token,
+        "SendMessage",
+        message(&format!("@pidfile {}\n@sleep 60", pidfile.display()), true),
+    );
+    let id = sent["result"]["task"]["id"].as_str().unwrap().to_owned();
+    wait_pid(&pidfile);
+    id
+}
