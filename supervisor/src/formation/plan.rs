@@ -5,7 +5,10 @@ use std::path::{Path, PathBuf};
 
 use capsule::manifest::{self, Document, Manifest, OnMemberFailure, Restart};
 
+use capsule::ids::SessionId;
+
 use crate::error::{CliError, CliResult};
+use crate::records;
 
 /// One capsule the launch starts.
 pub struct PlannedMember {
@@ -122,6 +125,22 @@ impl Plan {
             .filter(|m| m.calls.iter().any(|c| c == callee))
             .map(|m| m.name.as_str())
             .collect()
+    }
+
+    /// The formation's spend scope, when its file sets a ceiling or a price: a counter named for
+    /// the launch (its entry's session), under the home's `spend/formations/`.
+    pub fn spend_scope(&self, entry: &SessionId) -> Option<capsule::runtime::FormationSpend> {
+        let f = self.formation.as_ref()?;
+        if !f.spend.has_ceiling() && f.spend.prices.is_empty() {
+            return None;
+        }
+        Some(capsule::runtime::FormationSpend {
+            name: f.name.clone(),
+            policy: f.spend.clone(),
+            counter: capsule::gateway::ledger::folder(&records::home())
+                .join("formations")
+                .join(format!("{entry}.total")),
+        })
     }
 
     pub fn is_formation(&self) -> bool {

@@ -8,6 +8,12 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use std::net::TcpListener;
+
+use capsule::clock::Millis;
+use capsule::ids::SessionId;
+
+use super::plan::Plan;
 use crate::error::{CliError, CliResult, Code};
 use crate::records::{self, RunningCapsule};
 use crate::tokens::Minted;
@@ -222,4 +228,111 @@ pub fn resolve(address: &str) -> CliResult<LaunchFile> {
         ));
     }
     Ok(launch)
+}
+
+/// A resumed launch's sessions and records folders, member by member, as it kept them; the
+/// manifest must still name the members it had.
+pub fn kept_records(plan: &Plan, kept: &LaunchFile) -> CliResult<(Vec<SessionId>, Vec<PathBuf>)> {
+    let mut sessions = Vec::new();
+    let mut dirs = Vec::new();
+    for m in &plan.members {
+        let Some(k) = kept.member(&m.name) else {
+            return Err(CliError::new(
+                Code::NoSuchSession,
+                format!(
+                    "{} now has a member {} that the launch of session {} did not have",
+                    kept.manifest.display(),
+                    m.name,
+                    kept.entry
+                ),
+                "a resumed launch runs the members it had: put the manifest back as it was, or launch it afresh with `mur run`",
+            ));
+        };
+        sessions.push(SessionId::from_wire(&k.session));
+        dirs.push(k.records.clone());
+    }
+    Ok((sessions, dirs))
+}
+
+/// Writes what `mur run --resume` needs to bring this launch back: a fresh launch's, or a
+/// resumed one's again (`kept`), its start time kept.
+#[allow(clippy::too_many_arguments)]
+pub fn keep_launch(
+    plan: &Plan,
+    workdir: &Path,
+    kept: Option<&LaunchFile>,
+    sessions: &[SessionId],
+    dirs: &[PathBuf],
+    listeners: &[TcpListener],
+    minted: &[Vec<Minted>],
+) -> CliResult<LaunchFile> {
+    let members = plan
+        .members
+        .iter()
+        .enumerate()
+        .map(|(i, m)| MemberFile {
+            name: m.name.clone(),
+            session: sessions[i].to_string(),
+            port: listeners[i].local_addr().map(|a| a.port()).unwrap_or(0),
+            records: dirs[i].clone(),
+            tokens: minted[i]
+                .iter()
+                .map(|t| (t.credential.clone(), t.token.clone()))
+                .collect(),
+        })
+        .collect();
+    let file = LaunchFile {
+        entry: sessions[plan.entry].to_string(),
+        formation: plan.formation.as_ref().map(|f| f.name.clone()),
+        manifest: {
+            let given = match &plan.formation {
+                Some(f) => f.path.clone(),
+                None => plan.members[plan.entry].manifest.path.clone(),
+            };
+            std::path::absolute(&given).unwrap_or(given)
+        },
+        workdir: workdir.to_path_buf(),
+        started_at: kept
+            .map(|k| k.started_at.clone())
+            .unwrap_or_else(|| Millis::now().rfc3339()),
+        members,
+        stopped: false,
+    };
+    file.save().map_err(|e| {
+        CliError::new(
+            Code::Records,
+            format!("cannot write the session's launch file: {e}"),
+            "check that $MURMUR_HOME is writable",
+        )
+    })?;
+    Ok(file)
+}
+
+/// A resumed formation's shared spend counter starts from what its members' stores say they
+/// spent, so a `kill -9` never lifts the formation's ceiling.
+pub fn reseed_spend(plan: &Plan, sessions: &[SessionId], dirs: &[PathBuf]) {
+    let Some(f) = plan.spend_scope(&sessions[plan.entry]) else {
+        return;
+    };
+    let mut total = capsule::gateway::ledger::Totals::default();
+    for dir in dirs {
+        if let Some(spent) = capsule::store::spent_in(dir) {
+            total.add(capsule::gateway::ledger::Totals {
+                tokens: spent.tokens,
+                usd: spent.usd,
+            });
+        }
+    }
+    let _ = std::fs::remove_file(&f.counter);
+    if let Some(dir) = f.counter.parent() {
+        let _ = capsule::private::create_dir_under(&records::home(), dir);
+    }
+    match capsule::gateway::ledger::Counter::open(&f.counter) {
+        Ok(counter) => {
+            if let Err(e) = counter.add(total) {
+                eprintln!("warning: the formation's spend so far could not be counted again: {e}");
+            }
+        }
+        Err(e) => eprintln!("warning: the formation's spend counter could not be made: {e}"),
+    }
 }

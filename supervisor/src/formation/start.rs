@@ -21,7 +21,7 @@ use capsule::wiring::Source;
 
 use super::plan::Plan;
 use super::restart::Restarts;
-use super::resume::{self, LaunchFile, MemberFile};
+use super::resume::{self, LaunchFile};
 use super::supervise::{supervise, Exits, Member, Respawn, Stops};
 use super::wire;
 use crate::delegation::{Parent, Service};
@@ -49,7 +49,7 @@ pub async fn run(plan: Plan, opts: Options) -> CliResult<i32> {
     // instead of ending this process with its members' records behind it.
     let stops = Stops::take();
     let (sessions, dirs) = match &opts.resume {
-        Some(kept) => kept_records(&plan, kept)?,
+        Some(kept) => resume::kept_records(&plan, kept)?,
         None => {
             let sessions: Vec<SessionId> = plan.members.iter().map(|_| SessionId::mint()).collect();
             let dirs = make_records(&plan, &opts.workdir, &sessions)?;
@@ -74,17 +74,25 @@ pub async fn run(plan: Plan, opts: Options) -> CliResult<i32> {
             kept.keep_tokens(&m.name, minted);
         }
     }
-    let kept = keep_launch(&plan, &opts, &sessions, &dirs, &listeners, &minted)?;
+    let kept = resume::keep_launch(
+        &plan,
+        &opts.workdir,
+        opts.resume.as_ref(),
+        &sessions,
+        &dirs,
+        &listeners,
+        &minted,
+    )?;
     let cleanup = Cleanup {
         sessions: sessions.iter().map(|s| s.to_string()).collect(),
-        spend_counter: formation_spend(&plan, &sessions[plan.entry]).map(|f| f.counter),
+        spend_counter: plan.spend_scope(&sessions[plan.entry]).map(|f| f.counter),
         // A launch that never started is nothing to resume; a resume that failed is kept as
         // it was, to be tried again.
         unstarted: opts.resume.is_none().then(|| kept.entry.clone()),
     };
     sweep_spend_counters();
     if opts.resume.is_some() {
-        reseed_spend(&plan, &sessions, &dirs);
+        resume::reseed_spend(&plan, &sessions, &dirs);
     }
     let configs = match write_credentials(&plan, &opts, &sessions, &dirs, &urls, &minted) {
         Ok(c) => c,
@@ -96,7 +104,7 @@ pub async fn run(plan: Plan, opts: Options) -> CliResult<i32> {
     let exits = launch::start_reaper();
     let service = Service::new(
         opts.containment.clone(),
-        formation_spend(&plan, &sessions[plan.entry]),
+        plan.spend_scope(&sessions[plan.entry]),
     );
     let spawned = spawn_all(
         &plan, &listeners, configs, &sessions, &dirs, &urls, &minted, &service,
@@ -138,107 +146,6 @@ pub async fn run(plan: Plan, opts: Options) -> CliResult<i32> {
     cleanup.run();
     resume::mark_stopped(&kept.entry);
     Ok(code)
-}
-
-/// A resumed launch's sessions and records folders, member by member, as it kept them; the
-/// manifest must still name the members it had.
-fn kept_records(plan: &Plan, kept: &LaunchFile) -> CliResult<(Vec<SessionId>, Vec<PathBuf>)> {
-    let mut sessions = Vec::new();
-    let mut dirs = Vec::new();
-    for m in &plan.members {
-        let Some(k) = kept.member(&m.name) else {
-            return Err(CliError::new(
-                Code::NoSuchSession,
-                format!(
-                    "{} now has a member {} that the launch of session {} did not have",
-                    kept.manifest.display(),
-                    m.name,
-                    kept.entry
-                ),
-                "a resumed launch runs the members it had: put the manifest back as it was, or launch it afresh with `mur run`",
-            ));
-        };
-        sessions.push(SessionId::from_wire(&k.session));
-        dirs.push(k.records.clone());
-    }
-    Ok((sessions, dirs))
-}
-
-/// Writes what `mur run --resume` needs to bring this launch back (`resume::LaunchFile`).
-fn keep_launch(
-    plan: &Plan,
-    opts: &Options,
-    sessions: &[SessionId],
-    dirs: &[PathBuf],
-    listeners: &[TcpListener],
-    minted: &[Vec<Minted>],
-) -> CliResult<LaunchFile> {
-    let members = plan
-        .members
-        .iter()
-        .enumerate()
-        .map(|(i, m)| MemberFile {
-            name: m.name.clone(),
-            session: sessions[i].to_string(),
-            port: listeners[i].local_addr().map(|a| a.port()).unwrap_or(0),
-            records: dirs[i].clone(),
-            tokens: minted[i]
-                .iter()
-                .map(|t| (t.credential.clone(), t.token.clone()))
-                .collect(),
-        })
-        .collect();
-    let file = LaunchFile {
-        entry: sessions[plan.entry].to_string(),
-        formation: plan.formation.as_ref().map(|f| f.name.clone()),
-        manifest: {
-            let given = match &plan.formation {
-                Some(f) => f.path.clone(),
-                None => plan.members[plan.entry].manifest.path.clone(),
-            };
-            std::path::absolute(&given).unwrap_or(given)
-        },
-        workdir: opts.workdir.clone(),
-        started_at: opts
-            .resume
-            .as_ref()
-            .map(|k| k.started_at.clone())
-            .unwrap_or_else(|| Millis::now().rfc3339()),
-        members,
-        stopped: false,
-    };
-    file.save()
-        .map_err(|e| credentials_error("launch file", e))?;
-    Ok(file)
-}
-
-/// A resumed formation's shared spend counter starts from what its members' stores say they
-/// spent, so a `kill -9` never lifts the formation's ceiling.
-fn reseed_spend(plan: &Plan, sessions: &[SessionId], dirs: &[PathBuf]) {
-    let Some(f) = formation_spend(plan, &sessions[plan.entry]) else {
-        return;
-    };
-    let mut total = capsule::gateway::ledger::Totals::default();
-    for dir in dirs {
-        if let Some(spent) = capsule::store::spent_in(dir) {
-            total.add(capsule::gateway::ledger::Totals {
-                tokens: spent.tokens,
-                usd: spent.usd,
-            });
-        }
-    }
-    let _ = std::fs::remove_file(&f.counter);
-    if let Some(dir) = f.counter.parent() {
-        let _ = capsule::private::create_dir_under(&records::home(), dir);
-    }
-    match capsule::gateway::ledger::Counter::open(&f.counter) {
-        Ok(counter) => {
-            if let Err(e) = counter.add(total) {
-                eprintln!("warning: the formation's spend so far could not be counted again: {e}");
-            }
-        }
-        Err(e) => eprintln!("warning: the formation's spend counter could not be made: {e}"),
-    }
 }
 
 /// The session files a launch leaves in `run/` until it ends: records, tokens and wiring.
@@ -406,7 +313,7 @@ fn write_credentials(
 ) -> CliResult<Vec<CapsuleConfig>> {
     let mut configs = Vec::new();
     let protect = plan.files();
-    let formation_spend = formation_spend(plan, &sessions[plan.entry]);
+    let formation_spend = plan.spend_scope(&sessions[plan.entry]);
     for (i, m) in plan.members.iter().enumerate() {
         let session = sessions[i].as_str();
         let wiring = wire::wiring(plan, i, urls, minted)
@@ -435,25 +342,6 @@ fn write_credentials(
         });
     }
     Ok(configs)
-}
-
-/// The formation's spend scope, when its file sets a ceiling or a price: a counter named for
-/// the launch (its entry's session), under the home's `spend/formations/`.
-pub(crate) fn formation_spend(
-    plan: &Plan,
-    entry: &SessionId,
-) -> Option<capsule::runtime::FormationSpend> {
-    let f = plan.formation.as_ref()?;
-    if !f.spend.has_ceiling() && f.spend.prices.is_empty() {
-        return None;
-    }
-    Some(capsule::runtime::FormationSpend {
-        name: f.name.clone(),
-        policy: f.spend.clone(),
-        counter: capsule::gateway::ledger::folder(&records::home())
-            .join("formations")
-            .join(format!("{entry}.total")),
-    })
 }
 
 #[allow(clippy::too_many_arguments)]
