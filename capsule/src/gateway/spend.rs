@@ -566,6 +566,37 @@ mod tests {
     }
 
     #[test]
+    fn a_restarted_session_counts_what_it_spent_before_and_tells_its_store() {
+        let told = std::sync::Arc::new(Mutex::new(Vec::new()));
+        let keep = told.clone();
+        let spend = Spend::new(
+            policy(None, Some(2000)),
+            None,
+            None,
+            DailyCeiling::default(),
+            Who::default(),
+        )
+        .restored(
+            Totals {
+                tokens: 1800,
+                usd: Usd(0),
+            },
+            std::sync::Arc::new(move |t| keep.lock().unwrap().push(t.tokens)),
+        );
+        // The ceiling holds across the restart: 1800 before, one call of 300 after.
+        assert!(spend.check("t", Some("m")).is_ok());
+        spend.record("t", "m", Some(&usage(200, 100)), 0);
+        assert_eq!(spend.session_totals().tokens, 2100);
+        assert_eq!(
+            *told.lock().unwrap(),
+            [2100],
+            "the store is told the new total"
+        );
+        let stop = spend.check("t2", Some("m")).unwrap_err();
+        assert_eq!(stop.scope, Scope::Session);
+    }
+
+    #[test]
     fn the_session_unmetered_calls_and_dollars() {
         let mut own = policy(None, Some(10_000));
         own.max_usd = Some(Usd::from_dollars(1.0));

@@ -231,3 +231,28 @@ fn the_page_key_is_written_as_hex_and_read_back() {
     assert_eq!(rows::unhex("zz"), None);
     assert_eq!(rows::unhex(&"g".repeat(64)), None);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_another_capsule_holds_open_is_refused() {
+    let dir = scratch("busy");
+    let (first, _) = open(&dir).unwrap();
+    first
+        .journal()
+        .changed(&task("tsk_a", 1, TaskState::Completed));
+    first.kept(1).await;
+    // The first holds the file in exclusive locking mode from its opening on: a second
+    // opener waits SQLite's busy timeout, then is refused saying what to do.
+    let refused = open(&dir).err().expect("refused while the first holds it");
+    assert!(
+        refused.what.starts_with("is in use by another process ("),
+        "{refused}"
+    );
+    assert_eq!(
+        refused.hint,
+        "stop the capsule that has this session open (`mur ps`), then start it again"
+    );
+    first.close();
+    let again = open(&dir).map(|(s, _)| s).expect("free once closed");
+    again.close();
+    let _ = std::fs::remove_dir_all(&dir);
+}
