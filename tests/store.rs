@@ -128,6 +128,29 @@ fn a_member_killed_with_kill_9_comes_back_answering_as_it_did() {
         (seen["code"].as_i64(), seen["out"].as_str()),
         (Some(0), Some(""))
     );
+    // A hostile harness can neither plant a store of its own there nor read the tokens kept
+    // for `mur run --resume` (run/ is out of its sight as a whole).
+    let planted = ask(
+        port,
+        &lead,
+        "ctx-look",
+        &format!("@run echo forged > {}/store.sqlite", store.display()),
+        false,
+    );
+    let planted: Value = serde_json::from_str(answer(&planted)).unwrap();
+    assert_ne!(planted["code"].as_i64(), Some(0), "{planted}");
+    let kept = home.home.join("run").join("launches");
+    assert!(kept.is_dir());
+    let seen = ask(
+        port,
+        &lead,
+        "ctx-look",
+        &format!("@run cat {}/*.tokens", kept.display()),
+        false,
+    );
+    let seen: Value = serde_json::from_str(answer(&seen)).unwrap();
+    assert_ne!(seen["code"].as_i64(), Some(0), "{seen}");
+    assert_eq!(seen["out"], "", "{seen}");
 
     let held = hold(&home, port, &lead, "coder-harness");
     let page = list(port, &lead, None);
@@ -291,6 +314,24 @@ fn a_store_that_cannot_be_trusted_is_refused_and_left_as_it_is() {
         drop(taken);
         assert_nothing_left(&home, LONG);
     }
+    // Its formation given a member since: refused, the file named, nothing started.
+    let kept = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(
+        &manifest,
+        format!("{kept}    extra: {{ manifest: worker/murmur.yaml }}\n"),
+    )
+    .unwrap();
+    let (code, out, err) = home.run(&["run", "--resume", "up"]);
+    assert_eq!((code, out.as_str()), (1, ""));
+    assert_eq!(
+        err,
+        format!(
+            "error[E-RUN-061]: {} now has a member extra that the launch of session {lead} did not have\n  hint: a resumed launch runs the members it had: put the manifest back as it was, or launch it afresh with `mur run`\n",
+            std::path::absolute(&manifest).unwrap().display()
+        )
+    );
+    std::fs::write(&manifest, kept).unwrap();
+    assert_nothing_left(&home, LONG);
     let records = home.records(&coder);
     let good = home.root.join("good-store");
     copy_store(&records, &good);

@@ -46,8 +46,9 @@ pub enum Code {
     RenderOutput,
     /// A command's argument or a variable it reads does not read.
     BadArgument,
-    /// `mur run --resume` names a launch that is still running.
-    StillRunning,
+    /// `mur run --resume` names a launch that cannot be resumed: still running, its records
+    /// gone, or its manifest naming a member it did not have.
+    NotResumable,
 }
 
 const TABLE: [(Code, &str); 21] = [
@@ -71,7 +72,7 @@ const TABLE: [(Code, &str); 21] = [
     (Code::BadSecrets, "E-RND-003"),
     (Code::RenderOutput, "E-RND-004"),
     (Code::BadArgument, "E-CLI-030"),
-    (Code::StillRunning, "E-RUN-061"),
+    (Code::NotResumable, "E-RUN-061"),
 ];
 
 impl Code {

@@ -204,7 +204,7 @@ pub fn resolve(address: &str) -> CliResult<LaunchFile> {
     })?;
     if launch.is_running() {
         return Err(CliError::new(
-            Code::StillRunning,
+            Code::NotResumable,
             format!(
                 "the launch of session {} is still running: it cannot be resumed beside itself",
                 launch.entry
@@ -217,7 +217,7 @@ pub fn resolve(address: &str) -> CliResult<LaunchFile> {
     }
     if let Some(gone) = launch.members.iter().find(|m| !m.records.is_dir()) {
         return Err(CliError::new(
-            Code::NoSuchSession,
+            Code::NotResumable,
             format!(
                 "the records of member {} (session {}) are gone from {}",
                 gone.name,
@@ -238,7 +238,7 @@ pub fn kept_records(plan: &Plan, kept: &LaunchFile) -> CliResult<(Vec<SessionId>
     for m in &plan.members {
         let Some(k) = kept.member(&m.name) else {
             return Err(CliError::new(
-                Code::NoSuchSession,
+                Code::NotResumable,
                 format!(
                     "{} now has a member {} that the launch of session {} did not have",
                     kept.manifest.display(),
