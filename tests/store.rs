@@ -2,9 +2,12 @@
 //! `kill -9` comes back answering its earlier tasks as it did, its page tokens still good and
 //! its contexts' harness sessions resumed; `mur run --resume` after `kill -9` of `mur run` puts
 //! the same doors back at the same URLs with the same tokens; a store that cannot be trusted is
-//! refused, never replaced by an empty one; and a crash in the middle of a thousand submissions
-//! loses no task a client was answered about.
+//! refused, never replaced by an empty one; a crash in the middle of a thousand submissions
+//! loses no task a client was answered about; and an http capsule's contexts go on with the
+//! conversation they had.
 
+#[path = "support/fake_provider.rs"]
+mod fake_provider;
 #[path = "support/running.rs"]
 mod running;
 mod support;
@@ -13,6 +16,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use fake_provider::{openai, Fake, Reply};
 use running::*;
 use serde_json::{json, Value};
 use support::*;
@@ -194,6 +198,88 @@ fn a_member_killed_with_kill_9_comes_back_answering_as_it_did() {
 /// `mur run --resume ARGS`, announced.
 fn resume(home: &Home, address: &str) -> Running {
     Running::spawn_args(home, &["run", "--resume", address], &[]).announced()
+}
+
+#[test]
+fn an_http_capsules_context_goes_on_with_its_conversation_after_a_restart_and_a_resume() {
+    const KEY_VAR: &str = "FAKE_PROVIDER_KEY";
+    let home = Home::new();
+    let fake = Fake::start();
+    fake.script(
+        [("first answer", 10), ("second answer", 20), ("third", 30)]
+            .map(|(text, tokens)| Reply::Stream(openai::text("", &[text], "stop", (tokens, 2)))),
+    );
+    home.write(
+        "h/w/murmur.yaml",
+        &format!(
+            "name: talker\nversion: \"0.1.0\"\nartifacts:\n  - name: murmur/driver-openai\n    version: \"0.19.0\"\n    runtime: driver\n    gateway:\n      endpoint: http://127.0.0.1:{}/v1\n      api_key: ${{{KEY_VAR}}}\ninference:\n  transport: http\n  model: test-model\n  max_tokens: 256\n  driver:\n    artifact: murmur/driver-openai\nlifecycle:\n  task_acceptance: queue\n  after_task: sleep\n  queue_depth: 2\n{PEER}",
+            fake.port
+        ),
+    );
+    home.write(
+        "h/lead/murmur.yaml",
+        &Fixture {
+            name: "lead",
+            ..Fixture::default()
+        }
+        .yaml(),
+    );
+    let manifest = home.write(
+        "h/formation.yaml",
+        "formation:\n  name: talk\n  version: \"0.1.0\"\n  entry: lead\n  members:\n    lead: { manifest: lead/murmur.yaml, calls: [w] }\n    w:\n      manifest: w/murmur.yaml\n      restart: on_failure\n      max_restarts: 3\n      restart_window: 600\n",
+    );
+    let run = Running::start(&home, &manifest, &[], &[(KEY_VAR, "sk-test-key")]);
+    let (port, session) = run.member("w");
+    let token = home.operator_token(&session);
+    assert_eq!(
+        answer(&ask(port, &token, "ctx-1", "hello", false)),
+        "first answer"
+    );
+
+    // Killed, and brought back by its restart policy: the context goes on.
+    let pid = pid_of(&home, &session);
+    signal(pid, 9);
+    pid_other_than(&home, &session, pid);
+    assert_eq!(
+        answer(&ask(port, &token, "ctx-1", "and then?", false)),
+        "second answer"
+    );
+
+    // mur run killed, and resumed: the context goes on still.
+    let mut run = run;
+    signal(run.child.id(), 9);
+    let _ = run.child.wait();
+    assert_nothing_left(&home, LONG);
+    let back = Running::spawn_args(
+        &home,
+        &["run", "--resume", "talk"],
+        &[(KEY_VAR, "sk-test-key")],
+    )
+    .announced();
+    assert_eq!(back.member("w").0, port);
+    assert_eq!(
+        answer(&ask(port, &token, "ctx-1", "last one", false)),
+        "third"
+    );
+    let seen = fake.seen();
+    assert_eq!(seen.len(), 3);
+    let said =
+        |n: usize| -> Vec<Value> { seen[n].body["messages"].as_array().unwrap()[1..].to_vec() };
+    assert_eq!(said(0), [json!({"role": "user", "content": "hello"})]);
+    let first = [
+        json!({"role": "user", "content": "hello"}),
+        json!({"role": "assistant", "content": "first answer"}),
+        json!({"role": "user", "content": "and then?"}),
+    ];
+    assert_eq!(said(1), first);
+    let mut all = first.to_vec();
+    all.extend([
+        json!({"role": "assistant", "content": "second answer"}),
+        json!({"role": "user", "content": "last one"}),
+    ]);
+    assert_eq!(said(2), all);
+    drop(back);
+    assert_nothing_left(&home, LONG);
 }
 
 #[test]

@@ -141,9 +141,11 @@ impl Session {
         mut self,
         store: Option<Arc<crate::store::Store>>,
         harness_sessions: HarnessSessions,
+        conversations: crate::inference::conversation::Conversations,
     ) -> Session {
         self.store = store;
         self.harness_sessions = harness_sessions;
+        self.conversations = conversations;
         self
     }
 

@@ -2,10 +2,11 @@
 //! tasks, handed to the next task of the same context (the http equivalent of a resumed
 //! harness session). Bounded: at most [`MAX_CONTEXTS`] contexts and [`MAX_TOTAL_BYTES`] in all
 //! (the least recently used contexts are dropped), and [`MAX_BYTES`] a conversation (its oldest
-//! exchanges are dropped).
+//! exchanges are dropped). The session's store is told of each one kept or dropped, so a
+//! restarted capsule's contexts go on where they were (docs/store.md).
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use super::{Block, Msg, Role};
 
@@ -15,9 +16,15 @@ pub const MAX_BYTES: usize = 8 << 20;
 /// could make the capsule hold 256 × 8 MiB.
 pub const MAX_TOTAL_BYTES: usize = 64 << 20;
 
+/// Told of every conversation kept (its messages) or dropped (`None`), with the moment it was
+/// last used: the store keeps the newest it was told of each, and gives them back in the
+/// order they were used. Called with no lock held (a conversation can be megabytes to encode).
+pub type ConversationJournal = Arc<dyn Fn(&str, u64, Option<&[Msg]>) + Send + Sync>;
+
 #[derive(Default)]
 pub struct Conversations {
     inner: Mutex<Inner>,
+    journal: Option<ConversationJournal>,
 }
 
 #[derive(Default)]
@@ -31,28 +38,72 @@ struct Inner {
 struct Kept {
     used: u64,
     bytes: usize,
-    msgs: Vec<Msg>,
+    /// Shared with the journal, which encodes it after the lock is released.
+    msgs: Arc<Vec<Msg>>,
 }
 
 impl Inner {
-    fn drop_least_recent(&mut self, except: &str) -> bool {
+    /// Drops the least recently used conversation but `except`; answers the one dropped.
+    fn drop_least_recent(&mut self, except: &str) -> Option<String> {
         let oldest = self
             .by_context
             .iter()
             .filter(|(k, _)| k.as_str() != except)
             .min_by_key(|(_, kept)| kept.used)
-            .map(|(k, _)| k.clone());
-        match oldest.and_then(|k| self.by_context.remove(&k)) {
-            Some(gone) => {
-                self.total -= gone.bytes;
-                true
-            }
-            None => false,
+            .map(|(k, _)| k.clone())?;
+        let gone = self.by_context.remove(&oldest)?;
+        self.total -= gone.bytes;
+        Some(oldest)
+    }
+
+    /// Keeps `msgs` (trimmed) as the context's conversation, used at `used`; answers the
+    /// contexts dropped to stay within the bounds.
+    fn insert(&mut self, context: &str, msgs: Arc<Vec<Msg>>, used: u64) -> Vec<String> {
+        let bytes = msgs.iter().map(Msg::held_bytes).sum();
+        let mut dropped = Vec::new();
+        if !self.by_context.contains_key(context) && self.by_context.len() >= MAX_CONTEXTS {
+            dropped.extend(self.drop_least_recent(context));
         }
+        let kept = Kept { used, bytes, msgs };
+        if let Some(before) = self.by_context.insert(context.to_owned(), kept) {
+            self.total -= before.bytes;
+        }
+        self.total += bytes;
+        while self.total > MAX_TOTAL_BYTES {
+            match self.drop_least_recent(context) {
+                Some(gone) => dropped.push(gone),
+                None => break,
+            }
+        }
+        dropped
     }
 }
 
 impl Conversations {
+    /// Takes back the conversations a store kept (context, when last used, messages; oldest
+    /// first), then tells `journal` of every change from now on.
+    pub fn restored(
+        mut self,
+        kept: Vec<(String, u64, Vec<Msg>)>,
+        journal: ConversationJournal,
+    ) -> Self {
+        let mut dropped = Vec::new();
+        {
+            let inner = self.inner.get_mut().unwrap_or_else(|p| p.into_inner());
+            for (context, used, mut msgs) in kept {
+                trim(&mut msgs);
+                inner.clock = inner.clock.max(used);
+                dropped.extend(inner.insert(&context, Arc::new(msgs), used));
+            }
+        }
+        let now = self.lock().clock;
+        for gone in dropped {
+            journal(&gone, now, None);
+        }
+        self.journal = Some(journal);
+        self
+    }
+
     /// The context's conversation so far (empty for a new context).
     pub fn get(&self, context: &str) -> Vec<Msg> {
         let mut inner = self.lock();
@@ -61,7 +112,7 @@ impl Conversations {
         match inner.by_context.get_mut(context) {
             Some(kept) => {
                 kept.used = now;
-                kept.msgs.clone()
+                kept.msgs.as_ref().clone()
             }
             None => Vec::new(),
         }
@@ -70,23 +121,19 @@ impl Conversations {
     /// Keeps `msgs` as the context's conversation, trimmed to the bound.
     pub fn keep(&self, context: &str, mut msgs: Vec<Msg>) {
         trim(&mut msgs);
-        let bytes = msgs.iter().map(Msg::held_bytes).sum();
-        let mut inner = self.lock();
-        inner.clock += 1;
-        let now = inner.clock;
-        if !inner.by_context.contains_key(context) && inner.by_context.len() >= MAX_CONTEXTS {
-            inner.drop_least_recent(context);
-        }
-        let used = Kept {
-            used: now,
-            bytes,
-            msgs,
+        let msgs = Arc::new(msgs);
+        let (now, dropped) = {
+            let mut inner = self.lock();
+            inner.clock += 1;
+            let now = inner.clock;
+            (now, inner.insert(context, msgs.clone(), now))
         };
-        if let Some(before) = inner.by_context.insert(context.to_owned(), used) {
-            inner.total -= before.bytes;
+        if let Some(journal) = &self.journal {
+            journal(context, now, Some(&msgs));
+            for gone in dropped {
+                journal(&gone, now, None);
+            }
         }
-        inner.total += bytes;
-        while inner.total > MAX_TOTAL_BYTES && inner.drop_least_recent(context) {}
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -160,5 +207,53 @@ mod tests {
         assert!(c.get("ctx-1").is_empty());
         assert_eq!(c.get(&format!("ctx-{}", fit + 1)), vec![user(&big)]);
         assert_eq!(c.lock().by_context.len(), fit);
+    }
+
+    type Told = Arc<Mutex<Vec<(String, u64, Option<usize>)>>>;
+
+    fn telling() -> (Told, ConversationJournal) {
+        let told: Told = Arc::default();
+        let t = told.clone();
+        let journal: ConversationJournal = Arc::new(move |k, used, msgs| {
+            t.lock()
+                .unwrap()
+                .push((k.to_owned(), used, msgs.map(<[Msg]>::len)))
+        });
+        (told, journal)
+    }
+
+    #[test]
+    fn the_store_is_told_of_each_conversation_kept_and_dropped() {
+        let (told, journal) = telling();
+        let c = Conversations::default().restored(Vec::new(), journal);
+        for n in 0..MAX_CONTEXTS {
+            c.keep(&format!("ctx-{n}"), vec![user("hi")]);
+        }
+        told.lock().unwrap().clear();
+        c.keep("one more", vec![user("a"), user("b")]);
+        let clock = MAX_CONTEXTS as u64 + 1;
+        assert_eq!(
+            *told.lock().unwrap(),
+            [
+                ("one more".to_owned(), clock, Some(2)),
+                ("ctx-0".to_owned(), clock, None)
+            ]
+        );
+    }
+
+    #[test]
+    fn restored_conversations_come_back_their_clock_going_on_from_the_newest() {
+        let (told, journal) = telling();
+        let kept = vec![
+            ("old".to_owned(), 7, vec![user("first")]),
+            ("new".to_owned(), 40, vec![user("second")]),
+        ];
+        let c = Conversations::default().restored(kept, journal);
+        assert_eq!(c.get("old"), vec![user("first")]);
+        assert_eq!(c.get("new"), vec![user("second")]);
+        c.keep("new", vec![user("second"), user("third")]);
+        // Two gets since: the next use is after the newest kept one, so the order the store
+        // gives back at the next restart is still the order of use.
+        assert_eq!(*told.lock().unwrap(), [("new".to_owned(), 43, Some(2))]);
     }
 }

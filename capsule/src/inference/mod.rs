@@ -60,15 +60,18 @@ impl Provider {
     }
 }
 
-/// Who said a message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Who said a message. The serde forms are the session's store's (a restarted http capsule
+/// takes its conversations back), not any provider's wire format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Role {
     User,
     Assistant,
 }
 
 /// One piece of a message.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Block {
     Text(String),
     /// An image the door took: its media type and base64 bytes.
@@ -91,7 +94,7 @@ pub enum Block {
 }
 
 /// One message of a conversation.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Msg {
     pub role: Role,
     pub blocks: Vec<Block>,

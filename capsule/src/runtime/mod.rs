@@ -273,6 +273,7 @@ async fn run(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
     let mut registry =
         Registry::new(slots(&manifest)).observed(Arc::new(move |t| recorder.record(t)));
     let mut harness_sessions = crate::held::harness_sessions::HarnessSessions::default();
+    let mut conversations = crate::inference::conversation::Conversations::default();
     let mut spend = spend;
     if let Some(store) = &store {
         // Before the door serves: tokens, event ids and positions go on from where they were.
@@ -284,6 +285,11 @@ async fn run(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
         harness_sessions = harness_sessions.restored(
             restored.harness_sessions,
             Arc::new(move |c, s| kept.harness_session(c, s)),
+        );
+        let kept = store.clone();
+        conversations = conversations.restored(
+            restored.conversations,
+            Arc::new(move |c, used, msgs| kept.conversation(c, used, msgs)),
         );
         let kept = store.clone();
         let before = crate::gateway::ledger::Totals {
@@ -318,7 +324,7 @@ async fn run(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
         .completing_to(completion)
         .protecting(config.protect.clone())
         .spending(spend, gateway.as_ref().map(|(g, _)| g.clone()))
-        .storing(store, harness_sessions),
+        .storing(store, harness_sessions, conversations),
     );
     // Spans go to a collector when the standard variables name one; a variable that is wrong
     // stops the capsule here, saying which, rather than losing every span quietly.

@@ -1,7 +1,7 @@
 //! The session's durable store (docs/store.md): one SQLite file in the session's records that
 //! keeps what a restarted capsule must answer as it did — every task as GetTask shows it, each
-//! conversation's harness session, the stream's event ids, the page tokens' key and what the
-//! session has spent. Reads never come here: the registry answers from memory. Changes are
+//! conversation's harness session (or, on an http capsule, its messages), the stream's event
+//! ids, the page tokens' key and what the session has spent. Reads never come here: the registry answers from memory. Changes are
 //! handed to one writer thread that commits them in batches, and the door lets an answer leave
 //! only once every change it could show is committed ([`Store::kept`]).
 
@@ -75,6 +75,9 @@ pub struct Restored {
     pub newest: u64,
     /// Each conversation's harness session (conversation key, session id), oldest first.
     pub harness_sessions: Vec<(String, String)>,
+    /// An http capsule's conversations (conversation key, when last used, messages), least
+    /// recently used first.
+    pub conversations: Vec<(String, u64, Vec<crate::inference::Msg>)>,
     /// The newest stream event id handed out.
     pub events: u64,
     /// The key page tokens are signed with.
@@ -188,6 +191,14 @@ impl Store {
     /// Keeps a conversation's harness session (`None`: forgotten).
     pub fn harness_session(&self, conversation: &str, session: Option<&str>) {
         self.shared.harness_session(conversation, session);
+    }
+
+    /// Keeps an http capsule's conversation as it was at `used` (`None`: dropped). Encoded
+    /// here, by the task that kept it, so the writer only writes.
+    pub fn conversation(&self, key: &str, used: u64, msgs: Option<&[crate::inference::Msg]>) {
+        // Messages hold strings and JSON objects only: their encoding cannot fail.
+        let json = msgs.map(|m| serde_json::to_string(m).unwrap_or_else(|_| "[]".into()));
+        self.shared.conversation(key, used, json);
     }
 
     /// Keeps what the session has spent so far.

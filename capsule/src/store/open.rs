@@ -52,6 +52,11 @@ CREATE TABLE IF NOT EXISTS harness_sessions (
     session TEXT NOT NULL,
     ord INTEGER NOT NULL
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS conversations (
+    key TEXT PRIMARY KEY,
+    used INTEGER NOT NULL,
+    messages TEXT NOT NULL
+);
 ";
 
 /// What to do about a store that cannot be trusted: nothing is thrown away on murmur's own.

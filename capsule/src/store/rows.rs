@@ -164,10 +164,21 @@ pub(super) fn read(conn: &Connection, _path: &Path) -> Result<Restored, ReadErro
     while let Some(row) = rows.next()? {
         harness_sessions.push((row.get(0)?, row.get(1)?));
     }
+    let mut conversations = Vec::new();
+    let mut stmt = conn.prepare("SELECT key, used, messages FROM conversations ORDER BY used")?;
+    let mut rows = stmt.query([])?;
+    while let Some(row) = rows.next()? {
+        let (key, used, messages): (String, i64, String) = (row.get(0)?, row.get(1)?, row.get(2)?);
+        let msgs = serde_json::from_str(&messages).map_err(|e| {
+            ReadError::Row(format!("conversation {key:?}'s messages do not read: {e}"))
+        })?;
+        conversations.push((key, used.max(0) as u64, msgs));
+    }
     Ok(Restored {
         newest: meta_u64(conn, "newest")?.max(tasks.iter().map(|t| t.seq).max().unwrap_or(0)),
         tasks,
         harness_sessions,
+        conversations,
         events: meta_u64(conn, "events")?,
         page_key: [0; 32],
         spent: spent(conn)?,

@@ -256,3 +256,82 @@ async fn a_store_another_capsule_holds_open_is_refused() {
     again.close();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+fn said(role: crate::inference::Role, text: &str) -> crate::inference::Msg {
+    crate::inference::Msg {
+        role,
+        blocks: vec![crate::inference::Block::Text(text.into())],
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_capsules_conversations_come_back_newest_kept_dropped_gone() {
+    use crate::inference::{Block, Role};
+    let dir = scratch("conversations");
+    let (store, _) = open(&dir).unwrap();
+    let first = vec![
+        said(Role::User, "look"),
+        crate::inference::Msg {
+            role: Role::Assistant,
+            blocks: vec![Block::ToolUse {
+                id: "call_1".into(),
+                name: "send-message".into(),
+                input: json!({"to": "coder", "text": "hi"}),
+            }],
+        },
+        crate::inference::Msg {
+            role: Role::User,
+            blocks: vec![
+                Block::ToolResult {
+                    id: "call_1".into(),
+                    content: "ok".into(),
+                    is_error: false,
+                },
+                Block::Image {
+                    media_type: "image/png".into(),
+                    base64: "iVBORw0K".into(),
+                },
+            ],
+        },
+        said(Role::Assistant, "the answer ✓"),
+    ];
+    store.conversation("ctx_1", 4, Some(&first));
+    // Told late of an older use: the newer it was told of first stands.
+    store.conversation("ctx_1", 2, Some(&first[..1]));
+    store.conversation("member:lead\u{0}ctx_2", 3, Some(&first[..1]));
+    store.conversation("ctx_3", 5, Some(&first[..2]));
+    store.conversation("ctx_3", 6, None);
+    store
+        .journal()
+        .changed(&task("tsk_a", 1, TaskState::Completed));
+    store.kept(1).await;
+    store.close();
+
+    let (again, restored) = open(&dir).unwrap();
+    assert_eq!(
+        restored.conversations,
+        [
+            ("member:lead\u{0}ctx_2".to_owned(), 3, first[..1].to_vec()),
+            ("ctx_1".to_owned(), 4, first.clone()),
+        ],
+        "least recently used first; the dropped one gone"
+    );
+    again.close();
+
+    // A row no murmur wrote is a refusal, not a conversation quietly lost.
+    let conn = rusqlite::Connection::open(dir.join(DIR).join(FILE)).unwrap();
+    conn.execute(
+        "UPDATE conversations SET messages = '[{\"role\":\"robot\"}]' WHERE key = 'ctx_1'",
+        [],
+    )
+    .unwrap();
+    drop(conn);
+    let e = open(&dir).err().expect("refused");
+    assert!(
+        e.what
+            .starts_with("is corrupt (conversation \"ctx_1\"'s messages do not read: "),
+        "{}",
+        e.what
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

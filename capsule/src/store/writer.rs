@@ -35,6 +35,9 @@ struct Pending {
     forgotten: Vec<String>,
     /// Conversation → its harness session (`None`: forgotten) and its place in the order.
     sessions: HashMap<String, Option<(String, u64)>>,
+    /// An http capsule's conversation → when it was used, and its messages in JSON (`None`:
+    /// dropped). The newest use wins: two tasks may keep one conversation at once.
+    conversations: HashMap<String, (u64, Option<String>)>,
     spent: Option<Spent>,
     /// The newest registry position among the changes.
     newest: u64,
@@ -54,6 +57,7 @@ impl Pending {
         self.tasks.is_empty()
             && self.forgotten.is_empty()
             && self.sessions.is_empty()
+            && self.conversations.is_empty()
             && self.spent.is_none()
     }
 
@@ -67,6 +71,9 @@ impl Pending {
         self.forgotten = forgotten;
         for (k, v) in batch.sessions {
             self.sessions.entry(k).or_insert(v);
+        }
+        for (k, v) in batch.conversations {
+            self.conversations.entry(k).or_insert(v);
         }
         self.spent = self.spent.or(batch.spent);
         self.newest = self.newest.max(batch.newest);
@@ -126,6 +133,18 @@ impl Shared {
         pending
             .sessions
             .insert(conversation.to_owned(), session.map(|s| (s.to_owned(), at)));
+        let idle = std::mem::take(&mut pending.idle);
+        drop(pending);
+        self.wake_if_idle(idle);
+    }
+
+    pub(super) fn conversation(&self, key: &str, used: u64, json: Option<String>) {
+        let mut pending = self.lock();
+        match pending.conversations.get(key) {
+            Some((newer, _)) if *newer > used => return,
+            _ => {}
+        }
+        pending.conversations.insert(key.to_owned(), (used, json));
         let idle = std::mem::take(&mut pending.idle);
         drop(pending);
         self.wake_if_idle(idle);
@@ -271,6 +290,18 @@ fn commit(conn: &mut Connection, batch: &Pending, events: u64) -> rusqlite::Resu
             None => tx
                 .prepare_cached("DELETE FROM harness_sessions WHERE conversation = ?1")?
                 .execute([conversation])?,
+        };
+    }
+    for (key, (used, json)) in &batch.conversations {
+        match json {
+            Some(json) => tx
+                .prepare_cached(
+                    "INSERT OR REPLACE INTO conversations (key, used, messages) VALUES (?1, ?2, ?3)",
+                )?
+                .execute(params![key, *used as i64, json])?,
+            None => tx
+                .prepare_cached("DELETE FROM conversations WHERE key = ?1")?
+                .execute([key])?,
         };
     }
     let meta = |key: &str, value: u64| -> rusqlite::Result<()> {
