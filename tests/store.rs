@@ -4,7 +4,7 @@
 //! the same doors back at the same URLs with the same tokens; a store that cannot be trusted is
 //! refused, never replaced by an empty one; a crash in the middle of a thousand submissions
 //! loses no task a client was answered about; and an http capsule's contexts go on with the
-//! conversation they had.
+//! conversation they had, its spend ledger lines kept beside them.
 
 #[path = "support/fake_provider.rs"]
 mod fake_provider;
@@ -280,6 +280,37 @@ fn an_http_capsules_context_goes_on_with_its_conversation_after_a_restart_and_a_
     assert_eq!(said(2), all);
     drop(back);
     assert_nothing_left(&home, LONG);
+    // The store kept the session's ledger lines, one a call, through both ends.
+    let store = home.records(&session).join("store").join("store.sqlite");
+    let out = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); print('[' + ','.join(e for (e,) in c.execute('SELECT entry FROM ledger ORDER BY n')) + ']')",
+        ])
+        .arg(&store)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let lines: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let calls: Vec<(&str, &str, u64)> = lines
+        .iter()
+        .map(|l| {
+            let s = |k: &str| l[k].as_str().unwrap_or_default();
+            (
+                s("session_id"),
+                s("member"),
+                l["tokens"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            (session.as_str(), "w", 12),
+            (session.as_str(), "w", 22),
+            (session.as_str(), "w", 32)
+        ]
+    );
 }
 
 #[test]

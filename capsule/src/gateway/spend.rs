@@ -158,10 +158,14 @@ pub struct Spend {
     session: Mutex<Totals>,
     /// The refusal that stopped each task, for its ending.
     stopped: Mutex<HashMap<String, Stop>>,
-    /// Told the session's totals after each call: the session's store keeps them, so a
-    /// restarted capsule's session ceiling counts what it spent before.
-    journal: Option<std::sync::Arc<dyn Fn(Totals) + Send + Sync>>,
+    /// Told the session's totals after each call, and the call's ledger line: the session's
+    /// store keeps them, so a restarted capsule's session ceiling counts what it spent before.
+    journal: Option<SpendJournal>,
 }
+
+/// What the session's store is told of each call: the session's totals after it, and its
+/// ledger line.
+pub type SpendJournal = std::sync::Arc<dyn Fn(Totals, &Entry) + Send + Sync>;
 
 impl Spend {
     pub fn new(
@@ -186,11 +190,7 @@ impl Spend {
 
     /// Starts from what the session spent before its restart, and tells `journal` of every
     /// total from now on.
-    pub fn restored(
-        mut self,
-        spent: Totals,
-        journal: std::sync::Arc<dyn Fn(Totals) + Send + Sync>,
-    ) -> Spend {
+    pub fn restored(mut self, spent: Totals, journal: SpendJournal) -> Spend {
         self.session
             .get_mut()
             .unwrap_or_else(|p| p.into_inner())
@@ -377,12 +377,29 @@ impl Spend {
             .entry(task_id.to_owned())
             .or_default()
             .add(counted);
+        let u = usage.cloned().unwrap_or_default();
+        let entry = Entry {
+            timestamp: crate::clock::Millis::now().rfc3339(),
+            formation: self.who.formation.clone(),
+            member: self.who.member.clone(),
+            capsule: self.who.capsule.clone(),
+            session_id: self.who.session_id.clone(),
+            task_id: task_id.to_owned(),
+            model: model.to_owned(),
+            input_tokens: u.input,
+            output_tokens: u.output,
+            cache_read_tokens: u.cache_read,
+            cache_write_tokens: u.cache_write,
+            tokens,
+            usd: usd.map(Usd::dollars),
+            metered: usage.is_some(),
+        };
         {
             let mut session = self.session.lock().unwrap_or_else(|p| p.into_inner());
             session.add(counted);
             // Under the lock: the store is told the totals in the order they grew.
             if let Some(journal) = &self.journal {
-                journal(*session);
+                journal(*session, &entry);
             }
         }
         if let Some(f) = &self.formation {
@@ -391,23 +408,6 @@ impl Spend {
             }
         }
         if let Some(daily) = &self.daily {
-            let u = usage.cloned().unwrap_or_default();
-            let entry = Entry {
-                timestamp: crate::clock::Millis::now().rfc3339(),
-                formation: self.who.formation.clone(),
-                member: self.who.member.clone(),
-                capsule: self.who.capsule.clone(),
-                session_id: self.who.session_id.clone(),
-                task_id: task_id.to_owned(),
-                model: model.to_owned(),
-                input_tokens: u.input,
-                output_tokens: u.output,
-                cache_read_tokens: u.cache_read,
-                cache_write_tokens: u.cache_write,
-                tokens,
-                usd: usd.map(Usd::dollars),
-                metered: usage.is_some(),
-            };
             if let Err(e) = daily.record(&entry, counted) {
                 eprintln!("murmur: the spend ledger could not be written: {e}");
             }
@@ -581,7 +581,7 @@ mod tests {
                 tokens: 1800,
                 usd: Usd(0),
             },
-            std::sync::Arc::new(move |t| keep.lock().unwrap().push(t.tokens)),
+            std::sync::Arc::new(move |t, _| keep.lock().unwrap().push(t.tokens)),
         );
         // The ceiling holds across the restart: 1800 before, one call of 300 after.
         assert!(spend.check("t", Some("m")).is_ok());

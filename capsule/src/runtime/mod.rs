@@ -298,11 +298,13 @@ async fn run(config: CapsuleConfig, listener: std::net::TcpListener) -> i32 {
         };
         spend = spend.restored(
             before,
-            Arc::new(move |t| {
-                kept.spent(crate::store::Spent {
+            Arc::new(move |t, entry| {
+                let spent = crate::store::Spent {
                     tokens: t.tokens,
                     usd: t.usd,
-                })
+                };
+                // An entry holds strings and numbers only: its encoding cannot fail.
+                kept.spent(spent, serde_json::to_string(entry).unwrap_or_default())
             }),
         );
     }

@@ -35,6 +35,10 @@ pub fn path_in(records: &Path) -> PathBuf {
     records.join(DIR).join(FILE)
 }
 
+/// How many of the session's ledger lines the store keeps: the newest. The machine's ledger
+/// (`$MURMUR_HOME/spend/`) keeps them all; the totals that ceilings count are kept apart.
+pub const LEDGER_KEPT: i64 = 100_000;
+
 /// The layout this release writes and reads (`PRAGMA user_version`).
 pub const VERSION: i32 = 1;
 
@@ -201,9 +205,10 @@ impl Store {
         self.shared.conversation(key, used, json);
     }
 
-    /// Keeps what the session has spent so far.
-    pub fn spent(&self, totals: Spent) {
-        self.shared.spent(totals);
+    /// Keeps what the session has spent so far, and the ledger line (JSON) of the call that
+    /// brought it there.
+    pub fn spent(&self, totals: Spent, entry: String) {
+        self.shared.spent(totals, entry);
     }
 
     /// Returns once every change up to registry position `seq` is committed (at once when it

@@ -61,10 +61,20 @@ async fn what_it_is_handed_comes_back_when_it_is_opened_again() {
     store.harness_session("ctx_1", Some("s-1"));
     store.harness_session("member:lead\u{0}ctx_2", Some("s-2"));
     store.harness_session("ctx_1", None);
-    store.spent(Spent {
-        tokens: 1200,
-        usd: Usd(3_000_000),
-    });
+    store.spent(
+        Spent {
+            tokens: 1000,
+            usd: Usd(2_000_000),
+        },
+        r#"{"task_id":"tsk_a","tokens":1000}"#.into(),
+    );
+    store.spent(
+        Spent {
+            tokens: 1200,
+            usd: Usd(3_000_000),
+        },
+        r#"{"task_id":"tsk_a","tokens":200}"#.into(),
+    );
     store.kept(3).await;
     store.close();
 
@@ -99,6 +109,22 @@ async fn what_it_is_handed_comes_back_when_it_is_opened_again() {
         }
     );
     again.close();
+    // The session's ledger lines, in the order of the calls.
+    let conn = rusqlite::Connection::open(dir.join(DIR).join(FILE)).unwrap();
+    let lines: Vec<String> = conn
+        .prepare("SELECT entry FROM ledger ORDER BY n")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            r#"{"task_id":"tsk_a","tokens":1000}"#,
+            r#"{"task_id":"tsk_a","tokens":200}"#
+        ]
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -333,5 +359,34 @@ async fn an_http_capsules_conversations_come_back_newest_kept_dropped_gone() {
         "{}",
         e.what
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ledger_keeps_the_newest_lines_within_its_bound() {
+    let dir = scratch("ledger");
+    let (store, _) = open(&dir).unwrap();
+    let calls = LEDGER_KEPT + 3;
+    for n in 1..=calls {
+        let spent = Spent {
+            tokens: n as u64,
+            usd: Usd(0),
+        };
+        store.spent(spent, format!("{{\"call\":{n}}}"));
+    }
+    store.close();
+    let conn = rusqlite::Connection::open(dir.join(DIR).join(FILE)).unwrap();
+    let (count, first, last): (i64, String, String) = conn
+        .query_row(
+            "SELECT COUNT(*), (SELECT entry FROM ledger ORDER BY n LIMIT 1), \
+             (SELECT entry FROM ledger ORDER BY n DESC LIMIT 1) FROM ledger",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap();
+    assert_eq!(count, LEDGER_KEPT);
+    assert_eq!(first, "{\"call\":4}", "the oldest went");
+    assert_eq!(last, format!("{{\"call\":{calls}}}"));
+    assert_eq!(rows::spent(&conn).unwrap().tokens, calls as u64);
     let _ = std::fs::remove_dir_all(&dir);
 }

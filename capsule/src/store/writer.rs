@@ -39,6 +39,8 @@ struct Pending {
     /// dropped). The newest use wins: two tasks may keep one conversation at once.
     conversations: HashMap<String, (u64, Option<String>)>,
     spent: Option<Spent>,
+    /// The ledger lines of the calls since the last commit, in order.
+    ledger: Vec<String>,
     /// The newest registry position among the changes.
     newest: u64,
     closing: bool,
@@ -59,6 +61,7 @@ impl Pending {
             && self.sessions.is_empty()
             && self.conversations.is_empty()
             && self.spent.is_none()
+            && self.ledger.is_empty()
     }
 
     /// Puts back a batch that did not commit, under what changed since (which is newer).
@@ -76,6 +79,9 @@ impl Pending {
             self.conversations.entry(k).or_insert(v);
         }
         self.spent = self.spent.or(batch.spent);
+        let mut ledger = batch.ledger;
+        ledger.append(&mut self.ledger);
+        self.ledger = ledger;
         self.newest = self.newest.max(batch.newest);
         self.binding |= batch.binding;
     }
@@ -150,8 +156,11 @@ impl Shared {
         self.wake_if_idle(idle);
     }
 
-    pub(super) fn spent(&self, totals: Spent) {
-        self.lock().spent = Some(totals);
+    pub(super) fn spent(&self, totals: Spent, entry: String) {
+        let mut pending = self.lock();
+        pending.spent = Some(totals);
+        pending.ledger.push(entry);
+        drop(pending);
         self.wake.notify_one();
     }
 
@@ -303,6 +312,14 @@ fn commit(conn: &mut Connection, batch: &Pending, events: u64) -> rusqlite::Resu
                 .prepare_cached("DELETE FROM conversations WHERE key = ?1")?
                 .execute([key])?,
         };
+    }
+    for entry in &batch.ledger {
+        tx.prepare_cached("INSERT INTO ledger (entry) VALUES (?1)")?
+            .execute([entry])?;
+    }
+    if !batch.ledger.is_empty() {
+        tx.prepare_cached("DELETE FROM ledger WHERE n <= (SELECT MAX(n) FROM ledger) - ?1")?
+            .execute([super::LEDGER_KEPT])?;
     }
     let meta = |key: &str, value: u64| -> rusqlite::Result<()> {
         tx.prepare_cached("INSERT OR REPLACE INTO meta (key, value) VALUES (?1, ?2)")?
