@@ -89,6 +89,14 @@ fn a_delegated_task_answers_through_its_completion() {
         "{name}"
     );
     assert!(folders[0].join("trace.jsonl").exists());
+    // It kept no store (nothing brings a sub-capsule back); the top's store is out of its
+    // harness's sight, and a child's would be in it, under the top's records.
+    assert!(!folders[0].join("store").exists(), "{folders:?}");
+    assert!(home
+        .records(&run.session)
+        .join("store")
+        .join("store.sqlite")
+        .is_file());
     let trace = home.trace(&run.session);
     let kinds: Vec<&str> = trace
         .iter()

@@ -52,6 +52,12 @@ pub struct CapsuleConfig {
     /// harness may not change them, wherever they lie (DESIGN §8).
     #[serde(default)]
     pub protect: Vec<PathBuf>,
+    /// Whether the capsule keeps no store (docs/store.md): a sub-capsule lives for its one
+    /// delegated task and ends with its parent, never to be brought back, so nothing would
+    /// reopen a store of its; and one under its parent's records would lie in the sight of its
+    /// parent's harness.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub storeless: bool,
     /// The murmur home whose `spend/` holds the machine's daily ledger; `None`: no ledger and
     /// no daily ceiling (a capsule in a pod).
     #[serde(default)]

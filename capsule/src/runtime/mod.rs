@@ -446,12 +446,13 @@ async fn supervisor_gone() -> bool {
     false
 }
 
-/// The session's store, opened with what it kept; `None` under `MURMUR_STORE=off`.
+/// The session's store, opened with what it kept; `None` for a sub-capsule, and under
+/// `MURMUR_STORE=off`.
 fn open_store(
     config: &CapsuleConfig,
     events: &Arc<EventLog>,
 ) -> Result<(Option<Arc<crate::store::Store>>, crate::store::Restored), crate::store::StoreError> {
-    if !crate::store::wanted() {
+    if config.storeless || !crate::store::wanted() {
         return Ok((None, Default::default()));
     }
     let (store, restored) = crate::store::Store::open(&config.records_dir, events.clone())?;

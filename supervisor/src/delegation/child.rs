@@ -134,6 +134,7 @@ pub async fn start(service: &Arc<Service>, parent: &Parent, req: Request) -> Res
         completion_token: token_file,
         harness_url: None,
         protect: Vec::new(),
+        storeless: true,
         spend_home: Some(records::home()),
         formation_spend: service.formation_spend.clone(),
     };

@@ -337,6 +337,7 @@ fn write_credentials(
             completion_token: None,
             harness_url: None,
             protect: protect.clone(),
+            storeless: false,
             spend_home: Some(records::home()),
             formation_spend: formation_spend.clone(),
         });

@@ -62,6 +62,7 @@ pub fn capsule_config(layout: &Layout, i: usize, minted: &[Minted]) -> CapsuleCo
         completion_token: None,
         harness_url: None,
         protect: Vec::new(),
+        storeless: false,
         spend_home: None,
         formation_spend: None,
     }
