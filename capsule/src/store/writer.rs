@@ -23,9 +23,11 @@ use crate::tasks::{Journal, Task};
 const RETRY: Duration = Duration::from_secs(1);
 
 /// How long changes nobody waits for (rejections at a busy door) gather before they are
-/// committed: each commit rewrites the pages it touches, so a flood of rejections written one
-/// commit each costs the door a third of its answers (BENCHMARKS.md, "The store").
-const LINGER: Duration = Duration::from_millis(2);
+/// committed: each commit rewrites the pages it touches and appends them to the WAL, so a
+/// flood of rejections written one commit each costs the door a third of its answers, and
+/// one commit each 2 ms a sixth (BENCHMARKS.md, "The store"). What a `kill -9` can lose of
+/// them is what came in this long (docs/store.md).
+const LINGER: Duration = Duration::from_millis(10);
 
 /// What has changed since the last commit: the latest of each, so a task that changed ten
 /// times between two commits is written once.
