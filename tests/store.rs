@@ -3,13 +3,15 @@
 //! its contexts' harness sessions resumed; `mur run --resume` after `kill -9` of `mur run` puts
 //! the same doors back at the same URLs with the same tokens; a store that cannot be trusted is
 //! refused, never replaced by an empty one; a crash in the middle of a thousand submissions
-//! loses no task a client was answered about; and an http capsule's contexts go on with the
+//! loses no task a client was answered about, nor what a stream showed; and an http capsule's contexts go on with the
 //! conversation they had, its spend ledger lines kept beside them.
 
 #[path = "support/fake_provider.rs"]
 mod fake_provider;
 #[path = "support/running.rs"]
 mod running;
+#[path = "support/sse.rs"]
+mod sse;
 mod support;
 
 use std::os::unix::fs::MetadataExt;
@@ -77,7 +79,11 @@ fn answer(task: &Value) -> &str {
 
 /// `session=S resumed=yes|no prompts=N`, as the fixture answers in stream-json.
 fn harness_session(task: &Value) -> (String, String, String) {
-    let words: Vec<&str> = answer(task).split(' ').collect();
+    harness_session_of(answer(task))
+}
+
+fn harness_session_of(answer: &str) -> (String, String, String) {
+    let words: Vec<&str> = answer.split(' ').collect();
     let value = |i: usize| words[i].split_once('=').unwrap().1.to_owned();
     (value(0), value(1), value(2))
 }
@@ -191,6 +197,73 @@ fn a_member_killed_with_kill_9_comes_back_answering_as_it_did() {
     // Another member's credential still sees none of these.
     let operator = home.operator_token(&coder);
     assert_eq!(get(port, &operator, &first_id), before);
+    drop(run);
+    assert_nothing_left(&home, LONG);
+}
+
+/// Streams `text` in `context` as `token`'s holder until its task completes: the task's id,
+/// its answer, and the ids of the events that told it.
+fn stream_until_completed(
+    port: u16,
+    token: &str,
+    context: &str,
+    text: &str,
+) -> (String, String, Vec<u64>) {
+    let mut params = message(text, false);
+    params["message"]["contextId"] = json!(context);
+    let body = request(json!(1), "SendStreamingMessage", params);
+    let auth = format!("Bearer {token}");
+    let mut stream = sse::open(port, &body, &[("Authorization", auth.as_str())]);
+    assert_eq!(stream.status, 200);
+    let (mut id, mut said, mut ids) = (String::new(), String::new(), Vec::new());
+    while let Some(event) = stream.next() {
+        ids.extend(event.id);
+        let result = &event.data["result"];
+        if let Some(task) = result.get("task") {
+            id = task["id"].as_str().unwrap_or_default().to_owned();
+        }
+        if let Some(text) = result.pointer("/artifactUpdate/artifact/parts/0/text") {
+            said = text.as_str().unwrap_or_default().to_owned();
+        }
+        if result.pointer("/statusUpdate/status/state") == Some(&json!("TASK_STATE_COMPLETED")) {
+            // The client has seen its task completed: what it saw must be kept from now on.
+            return (id, said, ids);
+        }
+    }
+    panic!("the stream ended before its task completed: {id} {said:?}");
+}
+
+#[test]
+fn what_a_stream_showed_is_kept_through_a_kill_9_and_event_ids_go_on() {
+    let home = Home::new();
+    let manifest = formation(&home, 2);
+    let run = Running::start(&home, &manifest, &[], &[]);
+    let (port, coder) = run.member("coder");
+    let lead = token_of(&home, &coder, "member:lead");
+    let (task, said, ids) = stream_until_completed(port, &lead, "ctx-s", "hello");
+    let pid = pid_of(&home, &coder);
+    signal(pid, 9);
+    pid_other_than(&home, &coder, pid);
+    assert!(!said.is_empty() && !ids.is_empty(), "{said:?} {ids:?}");
+
+    // The task the stream showed completed is completed, with the answer it streamed.
+    let got = get(port, &lead, &task);
+    assert_eq!(
+        got["result"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{got}"
+    );
+    assert_eq!(answer(&got["result"]), said);
+    // A new stream's events are numbered after every one the client saw before the crash,
+    // so a Last-Event-ID from before never names one of them.
+    let (_, again, after) = stream_until_completed(port, &lead, "ctx-s", "again");
+    let seen = ids.iter().max().copied().unwrap_or(0);
+    assert!(after.iter().all(|id| *id > seen), "{ids:?} then {after:?}");
+    let (session, resumed, _) = harness_session_of(&said);
+    assert_eq!(
+        harness_session_of(&again),
+        (session, "yes".to_owned(), "2".to_owned())
+    );
+    assert_eq!(resumed, "no");
     drop(run);
     assert_nothing_left(&home, LONG);
 }
