@@ -16,10 +16,11 @@ pub const MAX_BYTES: usize = 8 << 20;
 /// could make the capsule hold 256 × 8 MiB.
 pub const MAX_TOTAL_BYTES: usize = 64 << 20;
 
-/// Told of every conversation kept (its messages) or dropped (`None`), with the moment it was
-/// last used: the store keeps the newest it was told of each, and gives them back in the
-/// order they were used. Called with no lock held (a conversation can be megabytes to encode).
-pub type ConversationJournal = Arc<dyn Fn(&str, u64, Option<&[Msg]>) + Send + Sync>;
+/// Told of every conversation kept (its messages, shared) or dropped (`None`), with the moment
+/// it was last used, under the lock that orders them: the store keeps the last it was told of
+/// each, and gives them back in the order they were used. It encodes them on its own thread (a
+/// conversation can be megabytes), so the call is a map insert.
+pub type ConversationJournal = Arc<dyn Fn(&str, u64, Option<Arc<Vec<Msg>>>) + Send + Sync>;
 
 #[derive(Default)]
 pub struct Conversations {
@@ -38,7 +39,7 @@ struct Inner {
 struct Kept {
     used: u64,
     bytes: usize,
-    /// Shared with the journal, which encodes it after the lock is released.
+    /// Shared with the store's journal, which encodes it on its own thread.
     msgs: Arc<Vec<Msg>>,
 }
 
@@ -122,14 +123,14 @@ impl Conversations {
     pub fn keep(&self, context: &str, mut msgs: Vec<Msg>) {
         trim(&mut msgs);
         let msgs = Arc::new(msgs);
-        let (now, dropped) = {
-            let mut inner = self.lock();
-            inner.clock += 1;
-            let now = inner.clock;
-            (now, inner.insert(context, msgs.clone(), now))
-        };
+        let mut inner = self.lock();
+        inner.clock += 1;
+        let now = inner.clock;
+        let dropped = inner.insert(context, msgs.clone(), now);
+        // Under the lock: two tasks of one context keeping it at once reach the store in the
+        // order of their uses, and the later stands.
         if let Some(journal) = &self.journal {
-            journal(context, now, Some(&msgs));
+            journal(context, now, Some(msgs));
             for gone in dropped {
                 journal(&gone, now, None);
             }
@@ -217,7 +218,7 @@ mod tests {
         let journal: ConversationJournal = Arc::new(move |k, used, msgs| {
             t.lock()
                 .unwrap()
-                .push((k.to_owned(), used, msgs.map(<[Msg]>::len)))
+                .push((k.to_owned(), used, msgs.map(|m| m.len())))
         });
         (told, journal)
     }
@@ -255,5 +256,30 @@ mod tests {
         // Two gets since: the next use is after the newest kept one, so the order the store
         // gives back at the next restart is still the order of use.
         assert_eq!(*told.lock().unwrap(), [("new".to_owned(), 43, Some(2))]);
+    }
+
+    #[test]
+    fn the_store_is_told_in_the_order_of_use_when_tasks_keep_one_context_at_once() {
+        let (told, journal) = telling();
+        let c = Arc::new(Conversations::default().restored(Vec::new(), journal));
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let c = c.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..500 {
+                        c.keep("ctx", vec![user("x")]);
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let uses: Vec<u64> = told.lock().unwrap().iter().map(|t| t.1).collect();
+        assert_eq!(uses.len(), 2000);
+        assert!(
+            uses.windows(2).all(|w| w[0] < w[1]),
+            "the store would keep an older one"
+        );
     }
 }

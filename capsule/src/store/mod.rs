@@ -1,9 +1,10 @@
 //! The session's durable store (docs/store.md): one SQLite file in the session's records that
 //! keeps what a restarted capsule must answer as it did — every task as GetTask shows it, each
 //! conversation's harness session (or, on an http capsule, its messages), the stream's event
-//! ids, the page tokens' key and what the session has spent. Reads never come here: the registry answers from memory. Changes are
-//! handed to one writer thread that commits them in batches, and the door lets an answer leave
-//! only once every change it could show is committed ([`Store::kept`]).
+//! ids, the page tokens' key and what the session has spent. Reads never come here: the
+//! registry answers from memory. Changes are handed to one writer thread that commits them in
+//! batches, and the door lets an answer leave only once every change it could show is
+//! committed ([`Store::kept`]).
 
 mod open;
 mod rows;
@@ -197,12 +198,15 @@ impl Store {
         self.shared.harness_session(conversation, session);
     }
 
-    /// Keeps an http capsule's conversation as it was at `used` (`None`: dropped). Encoded
-    /// here, by the task that kept it, so the writer only writes.
-    pub fn conversation(&self, key: &str, used: u64, msgs: Option<&[crate::inference::Msg]>) {
-        // Messages hold strings and JSON objects only: their encoding cannot fail.
-        let json = msgs.map(|m| serde_json::to_string(m).unwrap_or_else(|_| "[]".into()));
-        self.shared.conversation(key, used, json);
+    /// Keeps an http capsule's conversation as it was at `used` (`None`: dropped); the writer
+    /// encodes it, off the task's way.
+    pub fn conversation(
+        &self,
+        key: &str,
+        used: u64,
+        msgs: Option<Arc<Vec<crate::inference::Msg>>>,
+    ) {
+        self.shared.conversation(key, used, msgs);
     }
 
     /// Keeps what the session has spent so far, and the ledger line (JSON) of the call that

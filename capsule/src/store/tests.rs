@@ -321,11 +321,15 @@ async fn an_http_capsules_conversations_come_back_newest_kept_dropped_gone() {
         },
         said(Role::Assistant, "the answer ✓"),
     ];
-    store.conversation("ctx_1", 4, Some(&first));
+    store.conversation("ctx_1", 4, Some(Arc::new(first.clone())));
     // Told late of an older use: the newer it was told of first stands.
-    store.conversation("ctx_1", 2, Some(&first[..1]));
-    store.conversation("member:lead\u{0}ctx_2", 3, Some(&first[..1]));
-    store.conversation("ctx_3", 5, Some(&first[..2]));
+    store.conversation("ctx_1", 2, Some(Arc::new(first[..1].to_vec())));
+    store.conversation(
+        "member:lead\u{0}ctx_2",
+        3,
+        Some(Arc::new(first[..1].to_vec())),
+    );
+    store.conversation("ctx_3", 5, Some(Arc::new(first[..2].to_vec())));
     store.conversation("ctx_3", 6, None);
     store
         .journal()

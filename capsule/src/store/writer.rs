@@ -16,6 +16,7 @@ use super::rows::TaskRow;
 use super::Durable;
 use super::Spent;
 use crate::ids::TaskId;
+use crate::inference::Msg;
 use crate::stream::EventLog;
 use crate::tasks::{Journal, Task};
 
@@ -29,6 +30,9 @@ const RETRY: Duration = Duration::from_secs(1);
 /// them is what came in this long (docs/store.md).
 const LINGER: Duration = Duration::from_millis(10);
 
+/// A conversation's messages, shared with the capsule's memory until they are committed.
+type Messages = Arc<Vec<Msg>>;
+
 /// What has changed since the last commit: the latest of each, so a task that changed ten
 /// times between two commits is written once.
 #[derive(Default)]
@@ -37,9 +41,9 @@ struct Pending {
     forgotten: Vec<String>,
     /// Conversation → its harness session (`None`: forgotten) and its place in the order.
     sessions: HashMap<String, Option<(String, u64)>>,
-    /// An http capsule's conversation → when it was used, and its messages in JSON (`None`:
-    /// dropped). The newest use wins: two tasks may keep one conversation at once.
-    conversations: HashMap<String, (u64, Option<String>)>,
+    /// An http capsule's conversation → when it was used, and its messages (`None`: dropped),
+    /// encoded at the commit. The newest use wins.
+    conversations: HashMap<String, (u64, Option<Messages>)>,
     spent: Option<Spent>,
     /// The ledger lines of the calls since the last commit, in order.
     ledger: Vec<String>,
@@ -146,13 +150,13 @@ impl Shared {
         self.wake_if_idle(idle);
     }
 
-    pub(super) fn conversation(&self, key: &str, used: u64, json: Option<String>) {
+    pub(super) fn conversation(&self, key: &str, used: u64, msgs: Option<Messages>) {
         let mut pending = self.lock();
         match pending.conversations.get(key) {
             Some((newer, _)) if *newer > used => return,
             _ => {}
         }
-        pending.conversations.insert(key.to_owned(), (used, json));
+        pending.conversations.insert(key.to_owned(), (used, msgs));
         let idle = std::mem::take(&mut pending.idle);
         drop(pending);
         self.wake_if_idle(idle);
@@ -162,6 +166,12 @@ impl Shared {
         let mut pending = self.lock();
         pending.spent = Some(totals);
         pending.ledger.push(entry);
+        // While commits fail (a full disk), no more lines wait than the store would keep.
+        let over = pending
+            .ledger
+            .len()
+            .saturating_sub(super::LEDGER_KEPT as usize);
+        pending.ledger.drain(..over);
         drop(pending);
         self.wake.notify_one();
     }
@@ -303,13 +313,14 @@ fn commit(conn: &mut Connection, batch: &Pending, events: u64) -> rusqlite::Resu
                 .execute([conversation])?,
         };
     }
-    for (key, (used, json)) in &batch.conversations {
-        match json {
-            Some(json) => tx
+    for (key, (used, msgs)) in &batch.conversations {
+        match msgs {
+            Some(msgs) => tx
                 .prepare_cached(
                     "INSERT OR REPLACE INTO conversations (key, used, messages) VALUES (?1, ?2, ?3)",
                 )?
-                .execute(params![key, *used as i64, json])?,
+                // Messages hold strings and JSON values only: their encoding cannot fail.
+                .execute(params![key, *used as i64, serde_json::to_string(&**msgs).unwrap_or_default()])?,
             None => tx
                 .prepare_cached("DELETE FROM conversations WHERE key = ?1")?
                 .execute([key])?,
