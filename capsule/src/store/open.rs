@@ -27,10 +27,26 @@ impl fmt::Display for StoreError {
             f,
             "error[E-RUN-060]: the task store {} {}\n  hint: {}",
             self.file.display(),
-            self.what,
+            inert(&self.what),
             self.hint
         )
     }
+}
+
+/// `text` as one line no byte of a store can steer: what is wrong quotes the store's rows (a
+/// task id, a parse error naming what it found), and it goes to the user's terminal. Control
+/// characters, bidirectional overrides and line separators are written as escapes.
+fn inert(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        let hidden = c.is_control()
+            || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{2028}' | '\u{2029}');
+        match hidden {
+            true => out.extend(c.escape_unicode()),
+            false => out.push(c),
+        }
+    }
+    out
 }
 
 const SCHEMA: &str = "

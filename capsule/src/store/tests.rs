@@ -394,3 +394,35 @@ async fn the_ledger_keeps_the_newest_lines_within_its_bound() {
     assert_eq!(rows::spent(&conn).unwrap().tokens, calls as u64);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_quoting_a_tampered_row_cannot_steer_the_terminal() {
+    let dir = scratch("inert");
+    let (store, _) = open(&dir).unwrap();
+    store
+        .journal()
+        .changed(&task("tsk_a", 1, TaskState::Completed));
+    store.kept(1).await;
+    store.close();
+    let conn = rusqlite::Connection::open(dir.join(DIR).join(FILE)).unwrap();
+    conn.execute(
+        "UPDATE tasks SET id = 'tsk_' || char(27) || ']0;owned' || char(7) || char(10) || 'x', \
+         state = 'TASK_STATE_' || char(8238)",
+        [],
+    )
+    .unwrap();
+    drop(conn);
+    let said = open(&dir).err().expect("refused").to_string();
+    assert!(
+        said.contains("(task tsk_\\u{1b}]0;owned\\u{7}\\u{a}x has the state "),
+        "{said}"
+    );
+    assert!(
+        !said
+            .chars()
+            .any(|c| (c.is_control() && c != '\n') || c == '\u{202e}'),
+        "{said:?}"
+    );
+    assert_eq!(said.lines().count(), 2, "{said}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
