@@ -82,6 +82,60 @@ fn answer_and_resume(world: &World, manifest: &str, fake: &Fake) {
     assert_nothing_left(&world.home, LONG);
 }
 
+/// The durable store with the real CLI (docs/store.md): `mur run` killed with `kill -9` after a
+/// context's first answer, then `mur run --resume`: the context's next task resumes the CLI's
+/// own session, which the CLI kept in the capsule's records, at the same door.
+fn resume_after_kill_9(world: &World, manifest: &str, fake: &Fake) {
+    let mut run = world.launch(&shipped(manifest));
+    let first = completed(&run, &send(&run, "first question from the user", None));
+    let context = first["contextId"].as_str().unwrap().to_owned();
+    signal(run.pid(), 9);
+    let _ = run.child.wait();
+    assert_nothing_left(&world.home, LONG);
+    let (back, _) = Launch::resume_env(&world.home, &run.session, &world.env);
+    assert_eq!((back.port, &back.session), (run.port, &run.session));
+    // The earlier task answers as it did.
+    let again = back.rpc("GetTask", json!({"id": first["id"]}));
+    assert_eq!(again["result"], first);
+    let second = completed(&back, &send(&back, "second question", Some(&context)));
+    assert_eq!(answer_of(&second), "ANSWER(second question)");
+    let modes: Vec<Value> = world
+        .home
+        .trace(&run.session)
+        .into_iter()
+        .filter(|e| e["event_type"] == "harness_start")
+        .map(|e| e["session_mode"].clone())
+        .collect();
+    assert_eq!(modes, [json!("new"), json!("resume")]);
+    let last = fake
+        .seen()
+        .into_iter()
+        .rev()
+        .find(|s| s.body.to_string().contains("second question"))
+        .expect("the fake saw the second task");
+    let text = last.body.to_string();
+    assert!(
+        text.contains("first question from the user") && text.contains("ANSWER(first question"),
+        "the resumed session carries the turn from before the kill: {text}"
+    );
+    drop(back);
+    assert_nothing_left(&world.home, LONG);
+}
+
+#[test]
+fn claude_code_resumes_its_session_after_kill_9_of_mur_run() {
+    let Some(bin) = clis() else { return };
+    let world = World::new(&bin);
+    resume_after_kill_9(&world, "worker-claude-code.yaml", &world.claude);
+}
+
+#[test]
+fn codex_resumes_its_thread_after_kill_9_of_mur_run() {
+    let Some(bin) = clis() else { return };
+    let world = World::new(&bin);
+    resume_after_kill_9(&world, "worker-codex.yaml", &world.codex);
+}
+
 #[test]
 fn claude_code_answers_and_resumes_its_session() {
     let Some(bin) = clis() else { return };

@@ -418,6 +418,15 @@ impl Launch {
         launch
     }
 
+    /// `mur run --resume ADDRESS` (docs/store.md), with extra environment, announced.
+    pub fn resume_env(home: &Home, address: &str, env: &[(&str, String)]) -> (Launch, Vec<Member>) {
+        Launch::announced_args(
+            home,
+            &["run".as_ref(), "--resume".as_ref(), address.as_ref()],
+            env,
+        )
+    }
+
     /// `mur run`, read up to its announcement: a formation's `member …` lines (answered), then
     /// the entry's two lines; the rest of stdout is kept in `rest`.
     fn announced(
@@ -426,12 +435,21 @@ impl Launch {
         args: &[&str],
         env: &[(&str, String)],
     ) -> (Launch, Vec<Member>) {
+        let mut all: Vec<&std::ffi::OsStr> =
+            vec!["run".as_ref(), "--manifest".as_ref(), manifest.as_ref()];
+        all.extend(args.iter().map(std::ffi::OsStr::new));
+        Launch::announced_args(home, &all, env)
+    }
+
+    /// `mur ARGS` (a run of some kind), read up to its announcement.
+    fn announced_args(
+        home: &Home,
+        args: &[&std::ffi::OsStr],
+        env: &[(&str, String)],
+    ) -> (Launch, Vec<Member>) {
         let mut child = spawn_copied(|| {
             let mut cmd = home.mur();
             cmd.envs(env.iter().map(|(k, v)| (*k, v.as_str())))
-                .arg("run")
-                .arg("--manifest")
-                .arg(manifest)
                 .args(args)
                 .stdin(Stdio::null())
                 .stdout(Stdio::piped())
